@@ -11,6 +11,8 @@ from flowsim.errors import (
     UnknownLinkError,
     UnknownNodeError,
 )
+from flowsim.routing import Router, ecmp_hash
+from flowsim.topologies import alibaba_fabric, fat_tree, leaf_spine, star
 from flowsim.topology import Link, Node, Topology
 
 __all__ = [
@@ -18,9 +20,15 @@ __all__ = [
     "FlowsimError",
     "Link",
     "Node",
+    "Router",
     "RoutingError",
     "Topology",
     "TopologyError",
     "UnknownLinkError",
     "UnknownNodeError",
+    "alibaba_fabric",
+    "ecmp_hash",
+    "fat_tree",
+    "leaf_spine",
+    "star",
 ]

@@ -10,7 +10,9 @@ from flowsim import Link, Node, Topology, TopologyError, UnknownLinkError, Unkno
 
 def _pair() -> Topology:
     # h0 - s0 - h1, 10 Gbps, 1 us.
-    return Topology.from_lists(["h0", "h1"], ["s0"], [("h0", "s0", 10e9, 1e-6), ("s0", "h1", 10e9, 1e-6)])
+    return Topology.from_lists(
+        ["h0", "h1"], ["s0"], [("h0", "s0", 10e9, 1e-6), ("s0", "h1", 10e9, 1e-6)]
+    )
 
 
 def test_from_lists_duplex_gives_two_directed_links_per_cable():
