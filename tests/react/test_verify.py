@@ -1,0 +1,160 @@
+"""The verifier: every violation kind is caught, with a message that says where and why."""
+
+from __future__ import annotations
+
+import pytest
+
+from react.errors import PatternError
+from react.pattern import Chunk, Flow, Pattern
+from react.patterns import (
+    allgather_ring,
+    allreduce_double_binary_tree,
+    allreduce_ring,
+    broadcast_binary_tree,
+)
+from react.verify import first_violation, verify
+
+
+def _allreduce(n: int, flows: list[Flow], chunks: int = 1) -> Pattern:
+    return Pattern(
+        "allreduce", tuple(range(n)), tuple(Chunk(c, 1 / chunks) for c in range(chunks)), flows,
+        name="hand",
+    )
+
+
+def _reduce(step, src, dst, chunk=0):
+    return Flow(step, src, dst, (chunk,), "reduce")
+
+
+def _copy(step, src, dst, chunk=0):
+    return Flow(step, src, dst, (chunk,), "copy")
+
+
+def test_verify_accepts_a_hand_made_allreduce():
+    # 3 ranks, one chunk: 1 and 2 add into 0 at step 1 (0 = {0-2}), 0 copies back at step 2.
+    p = _allreduce(3, [_reduce(1, 1, 0), _reduce(1, 2, 0), _copy(2, 0, 1), _copy(2, 0, 2)])
+    assert verify(p) is None
+    assert first_violation(p) is None
+
+
+def test_verify_catches_a_reduce_that_adds_a_rank_twice():
+    # Step 2 adds rank 1's input into rank 0 a second time: 0 holds {0-2}, adds {1}.
+    p = _allreduce(3, [_reduce(1, 1, 0), _reduce(1, 2, 0), _reduce(2, 1, 0),
+                       _copy(3, 0, 1), _copy(3, 0, 2)])
+    with pytest.raises(PatternError) as err:
+        verify(p)
+    assert str(err.value) == (
+        "hand (allreduce, n=3) is not valid: step 2, flow 1 -> 0 (reduce of chunk 0): rank 0 "
+        "holds chunk 0 = {0-2} and would add {1}, counting {1} twice; should hold each "
+        "contribution once"
+    )
+
+
+def test_verify_catches_two_reduces_carrying_one_rank_at_one_step():
+    # Step 1: 0 adds into 1 (1 = {0,1}). Step 2: 0 and 1 both add into 2: {0} arrives twice.
+    p = _allreduce(3, [_reduce(1, 0, 1), _reduce(2, 0, 2), _reduce(2, 1, 2),
+                       _copy(3, 2, 0), _copy(3, 2, 1)])
+    assert first_violation(p) == (
+        "step 2, flow 1 -> 2 (reduce of chunk 0): rank 2 holds chunk 0 = {0,2} and would add "
+        "{0,1}, counting {0} twice; should hold each contribution once"
+    )
+
+
+def test_verify_catches_a_copy_overwriting_a_partial_sum():
+    # Step 1: 1 adds into 0 (0 = {0,1}); step 2: 2 *copies* over it (0 = {2}): {0,1} are lost
+    # from rank 0, so the broadcast from 0 at step 3 spreads {2} only.
+    p = _allreduce(3, [_reduce(1, 1, 0), _copy(2, 2, 0), _copy(3, 0, 1), _copy(3, 0, 2)])
+    assert first_violation(p) == (
+        "at the end, rank 0 holds chunk 0 = {2}, should hold {0-2} (missing {0,1}); {0,1} was "
+        "first overwritten at step 2 by the copy 2 -> 0, which replaced {0,1} held by rank 0"
+    )
+
+
+def test_verify_catches_a_dropped_flow():
+    # Double binary tree, n=4, T0 is 0->{2}, 2->{1,3}. Without leaf 1's reduce into 2 at step 1,
+    # root 0 ends with {0,2,3}, and the broadcast overwrites rank 1's own {1} at step 4.
+    full = allreduce_double_binary_tree(4)
+    dropped = Flow(1, 1, 2, (0,), "reduce")
+    assert dropped in full.flows
+    p = full.with_flows(f for f in full.flows if f != dropped)
+    with pytest.raises(PatternError, match=(
+        r"at the end, rank 0 holds chunk 0 = \{0,2,3\}, should hold \{0-3\} \(missing \{1\}\); "
+        r"\{1\} was first overwritten at step 4 by the copy 2 -> 1"
+    )):
+        verify(p)
+    # Chunk 1 (tree 1) is untouched, so checking only it passes.
+    assert first_violation(p, chunks=[1]) is None
+
+
+def test_verify_catches_a_flow_sending_data_its_source_does_not_hold():
+    # AllGather over 3 ranks: at step 1 rank 0 holds only its own chunk 0, not chunk 1.
+    p = Pattern("allgather", (0, 1, 2), tuple(Chunk(c, 1 / 3, c) for c in range(3)),
+                [_copy(1, 0, 2, chunk=1)], name="hand")
+    assert first_violation(p) == (
+        "step 1, flow 0 -> 2 (copy of chunk 1): rank 0 sends chunk 1 but holds nothing of it at "
+        "the end of step 0"
+    )
+
+
+def test_verify_catches_a_rank_missing_from_the_result():
+    # The ring AllGather's last flow (step 3: 3 -> 0 carries chunk 1) removed: rank 0 never
+    # receives chunk 1.
+    full = allgather_ring(4)
+    last = Flow(3, 3, 0, (1,), "copy")
+    assert last in full.flows
+    p = full.with_flows(f for f in full.flows if f != last)
+    assert first_violation(p) == (
+        "at the end, rank 0 holds chunk 1 = nothing of it, should hold {1} (missing {1})"
+    )
+
+
+def test_verify_catches_two_copies_into_one_rank_at_one_step():
+    # Broadcast from 0: step 1 0 -> 1; step 2 both 0 and 1 copy chunk 0 into rank 2.
+    p = Pattern("broadcast", (0, 1, 2), (Chunk(0, 1.0),),
+                [_copy(1, 0, 1), _copy(2, 0, 2), _copy(2, 1, 2)], root=0, name="hand")
+    assert first_violation(p) == (
+        "step 2, flow 1 -> 2 (copy of chunk 0): rank 2 also receives chunk 0 from rank 0 (copy) "
+        "at the same step; a copy and another write of one chunk into one rank at one step have "
+        "no defined order"
+    )
+
+
+def test_verify_reads_sources_as_of_the_previous_step():
+    # Step 1: 1 -> 2 and 0 -> 1 are simultaneous, so 2 receives rank 1's *old* {1}; rank 0's
+    # input then reaches 2 only if forwarded later. Here it is not: 2 ends without {0}.
+    p = _allreduce(3, [_reduce(1, 0, 1), _reduce(1, 1, 2), _copy(2, 2, 0), _copy(2, 2, 1)])
+    problem = first_violation(p)
+    assert problem is not None
+    assert problem.startswith("at the end, rank 0 holds chunk 0 = {1,2}, should hold {0-2}")
+
+
+def test_verify_reports_the_earliest_violation_across_chunks():
+    # Chunk 0 double-counts at step 2 (0 adds {0} into 1 twice); chunk 1 has two copies into
+    # rank 2 at step 1. Chunk 0 is replayed first, yet step 1 (chunk 1) is the first violation.
+    p = _allreduce(3, [_reduce(1, 0, 1, chunk=0), _reduce(2, 0, 1, chunk=0),
+                       _copy(1, 0, 2, chunk=1), _copy(1, 1, 2, chunk=1)], chunks=2)
+    assert first_violation(p).startswith("step 1, flow 1 -> 2 (copy of chunk 1)")
+    assert first_violation(p, chunks=[0]).startswith("step 2, flow 0 -> 1 (reduce of chunk 0)")
+
+
+def test_verify_prints_rank_sets_compactly():
+    # Star reduce into 0 from 1..6 except 4, then broadcast: rank 0 ends with {0-3,5,6}.
+    flows = [_reduce(1, r, 0) for r in (1, 2, 3, 5, 6)] + [_copy(2, 0, r) for r in range(1, 7)]
+    assert first_violation(_allreduce(7, flows)) == (
+        "at the end, rank 0 holds chunk 0 = {0-3,5,6}, should hold {0-6} (missing {4}); {4} was "
+        "first overwritten at step 2 by the copy 0 -> 4, which replaced {4} held by rank 4"
+    )
+
+
+def test_first_violation_rejects_unknown_chunks():
+    with pytest.raises(PatternError, match=r"first_violation: unknown chunk 7; expected ids 0..3"):
+        first_violation(allreduce_ring(4), chunks=[7])
+
+
+def test_verify_broadcast_rank_without_data():
+    # Broadcast tree without the flow into rank 3: rank 3 ends with nothing.
+    full = broadcast_binary_tree(4)
+    p = full.with_flows(f for f in full.flows if f.dst != 3)
+    assert first_violation(p) == (
+        "at the end, rank 3 holds chunk 0 = nothing of it, should hold {0} (missing {0})"
+    )
