@@ -14,6 +14,7 @@ from flowsim.errors import (
 from flowsim.routing import Router, ecmp_hash
 from flowsim.topologies import alibaba_fabric, fat_tree, leaf_spine, star
 from flowsim.topology import Link, Node, Topology
+from flowsim.traffic import TrafficSource, long_lived, periodic_bulk, poisson_on_off
 
 __all__ = [
     "FlowError",
@@ -24,11 +25,15 @@ __all__ = [
     "RoutingError",
     "Topology",
     "TopologyError",
+    "TrafficSource",
     "UnknownLinkError",
     "UnknownNodeError",
     "alibaba_fabric",
     "ecmp_hash",
     "fat_tree",
     "leaf_spine",
+    "long_lived",
+    "periodic_bulk",
+    "poisson_on_off",
     "star",
 ]
