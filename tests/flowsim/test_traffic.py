@@ -118,6 +118,17 @@ def test_periodic_bulk_stop_s_cuts_the_running_transfer(net):
     assert second.sent_bytes == pytest.approx(100 * MB, rel=1e-9)
 
 
+def test_stopping_during_the_latency_of_a_sent_transfer_is_harmless():
+    # 1 MB at 1 GB/s: last byte sent at 1 ms, arrives 2 x 1 ms of link latency later, at 3 ms.
+    # Stopping the source at 2 ms finds nothing running; the record still arrives, complete.
+    network = Network(star(2, capacity_bps=GBps, latency_s=1e-3))
+    src = periodic_bulk(network, "h0", "h1", 1 * MB, 1.0, stop_s=2e-3)
+    network.env.run(until=0.01)
+    (record,) = src.records
+    assert not record.stopped
+    assert record.end_s == pytest.approx(3e-3)
+
+
 def _on_off_intervals(seed, port=0, until=1.0):
     network = Network(star(2, capacity_bps=GBps, latency_s=0.0))
     src = poisson_on_off(
