@@ -1,0 +1,112 @@
+"""The analytical estimate of a candidate pattern from observed FCTs (paper §5.4.1).
+
+REACT never probes the network: it predicts how a rewritten pattern would perform from what the
+current and earlier patterns observed. Each observation is reduced to a *unit cost*, seconds per
+byte per unit of degree, ``fct / (bytes * degree)``, because a flow's FCT grows with the bytes it
+carries and, on a fair-shared link, with the number of flows it meets at its endpoints (its
+degree, :func:`react.detect.flow_degrees`). Then, for a flow of a candidate pattern:
+
+* if its ``(src, dst)`` pair was observed in the last ``H`` epochs, its FCT is the pair's mean
+  unit cost times its bytes and its new degree ("scaled as per the new node degrees and message
+  sizes");
+* otherwise the median FCT per byte of the observed flows of the same degree, times its bytes
+  ("the median completion time across all flows of same degree"); if no flow of that degree was
+  seen, the median unit cost of all observations times bytes and degree.
+
+History older than ``H`` epochs is dropped (§5.4.2), so the model follows job churn.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from react.backends.base import EpochResult
+from react.detect import flow_degrees
+from react.errors import ReactError
+from react.pattern import Flow, Pattern
+
+
+@dataclass(frozen=True, slots=True)
+class _Observation:
+    src: int
+    dst: int
+    degree: int
+    size_bytes: float
+    fct_s: float
+
+
+class FctHistory:
+    """The FCT observations of the last ``history_epochs`` epochs, whatever pattern ran them."""
+
+    def __init__(self, history_epochs: int = 60) -> None:
+        if not (isinstance(history_epochs, int) and history_epochs >= 1):
+            raise ReactError(
+                f"FctHistory: history_epochs must be a positive integer, got {history_epochs!r}"
+            )
+        self._epochs: deque[tuple[_Observation, ...]] = deque(maxlen=history_epochs)
+        self._model: FctModel | None = None
+
+    def add(self, pattern: Pattern, batch: Sequence[EpochResult]) -> None:
+        """Record every flow of every epoch in ``batch`` (all run with ``pattern``)."""
+        degrees = flow_degrees(pattern)
+        for result in batch:
+            self._epochs.append(
+                tuple(
+                    _Observation(t.flow.src, t.flow.dst, int(degrees[i]), t.size_bytes, t.fct_s)
+                    for i, t in enumerate(result.flows)
+                    if t.size_bytes > 0
+                )
+            )
+        self._model = None
+
+    def __len__(self) -> int:
+        return len(self._epochs)
+
+    def model(self) -> FctModel:
+        """The estimator over the current history (cached until the next :meth:`add`)."""
+        if self._model is None:
+            self._model = FctModel([obs for epoch in self._epochs for obs in epoch])
+        return self._model
+
+
+class FctModel:
+    """Predicts FCTs of flows of any pattern from a fixed set of observations."""
+
+    def __init__(self, observations: Sequence[_Observation]) -> None:
+        if not observations:
+            raise ReactError("FctModel: no observations yet; run at least one epoch first")
+        pair_costs: dict[tuple[int, int], list[float]] = {}
+        per_degree: dict[int, list[float]] = {}
+        units = []
+        for obs in observations:
+            unit = obs.fct_s / (obs.size_bytes * obs.degree)
+            pair_costs.setdefault((obs.src, obs.dst), []).append(unit)
+            per_degree.setdefault(obs.degree, []).append(obs.fct_s / obs.size_bytes)
+            units.append(unit)
+        self._pair_unit = {pair: float(np.mean(v)) for pair, v in pair_costs.items()}
+        self._degree_per_byte = {k: float(np.median(v)) for k, v in per_degree.items()}
+        self._median_unit = float(np.median(units))
+
+    def flow_fct(self, flow: Flow, degree: int, size_bytes: float) -> float:
+        """Estimated FCT of ``flow`` carrying ``size_bytes`` at degree ``degree``."""
+        unit = self._pair_unit.get((flow.src, flow.dst))
+        if unit is not None:
+            return unit * size_bytes * degree
+        per_byte = self._degree_per_byte.get(degree)
+        if per_byte is not None:
+            return per_byte * size_bytes
+        return self._median_unit * size_bytes * degree
+
+    def pattern_fcts(self, pattern: Pattern, message_bytes: float) -> np.ndarray:
+        """Estimated FCT of every flow of ``pattern`` (pattern order)."""
+        degrees = flow_degrees(pattern)
+        return np.array(
+            [
+                self.flow_fct(f, int(degrees[i]), pattern.flow_bytes(f, message_bytes))
+                for i, f in enumerate(pattern.flows)
+            ]
+        )
