@@ -1,0 +1,47 @@
+"""Critical paths over the TEN weighted by FCTs (§5.4.1)."""
+
+import pytest
+
+from react.critical import critical_path
+from react.errors import ReactError
+from react.pattern import Chunk, Flow, Pattern
+
+
+def chain_pattern():
+    # Two independent chains over chunks 0 and 1:
+    #   chunk 0: 1->0 (step 1), 0->2 (step 2)       weights 1 + 5 = 6
+    #   chunk 1: 3->0 (step 1), 0->1 (step 2)       weights 4 + 1 = 5
+    return Pattern(
+        "broadcast",
+        (0, 1, 2, 3),
+        (Chunk(0, 0.5), Chunk(1, 0.5)),
+        (Flow(1, 1, 0, (0,)), Flow(2, 0, 2, (0,)), Flow(1, 3, 0, (1,)), Flow(2, 0, 1, (1,))),
+        root=0,
+    )
+
+
+def test_critical_path_follows_the_longest_chain():
+    p = chain_pattern()
+    weights = {Flow(1, 1, 0, (0,)): 1.0, Flow(2, 0, 2, (0,)): 5.0,
+               Flow(1, 3, 0, (1,)): 4.0, Flow(2, 0, 1, (1,)): 1.0}
+    path = critical_path(p, [weights[f] for f in p.flows])
+    assert [p.flows[i] for i in path.flows] == [Flow(1, 1, 0, (0,)), Flow(2, 0, 2, (0,))]
+    assert path.length_s == pytest.approx(6.0)
+
+
+def test_critical_path_respects_chunk_independence():
+    # 0->2 carries chunk 0 only, so it does not wait for 3->0 (chunk 1) even if that is slow:
+    # chunk 1's chain 9 + 1 = 10 beats chunk 0's 1 + 5 = 6.
+    p = chain_pattern()
+    weights = {Flow(1, 1, 0, (0,)): 1.0, Flow(2, 0, 2, (0,)): 5.0,
+               Flow(1, 3, 0, (1,)): 9.0, Flow(2, 0, 1, (1,)): 1.0}
+    path = critical_path(p, [weights[f] for f in p.flows])
+    assert [p.flows[i] for i in path.flows] == [Flow(1, 3, 0, (1,)), Flow(2, 0, 1, (1,))]
+    assert path.length_s == pytest.approx(10.0)
+
+
+def test_critical_path_rejects_wrong_weights():
+    with pytest.raises(ReactError, match="expected 4 flow weights"):
+        critical_path(chain_pattern(), [1.0, 2.0])
+    with pytest.raises(ReactError, match="non-negative"):
+        critical_path(chain_pattern(), [1.0, -2.0, 1.0, 1.0])
