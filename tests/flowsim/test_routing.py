@@ -1,6 +1,7 @@
 """Tests of flowsim.routing: equal-cost paths, ECMP hashing, explicit-path checks."""
 
 import os
+import random
 import subprocess
 import sys
 from collections import Counter
@@ -261,3 +262,65 @@ def test_check_path_rejects_transit_through_a_host(ls):
     ids = _ids(ls, "h0", "leaf0", "h1", "leaf0")
     with pytest.raises(RoutingError, match="passes through host 'h1'"):
         ls.check_path("h0", "h2", ids)
+
+
+# -- against an independent reference -----------------------------------------------------------
+def _random_fabric(rng: random.Random) -> Topology:
+    """A random connected switch graph; each host cabled to one or two switches."""
+    n_sw = rng.randint(2, 9)
+    switches = [f"s{i}" for i in range(n_sw)]
+    cables = {(f"s{i}", f"s{rng.randrange(i)}") for i in range(1, n_sw)}  # a random tree
+    for _ in range(rng.randint(0, 2 * n_sw)):
+        a, b = rng.sample(switches, 2)
+        if (b, a) not in cables:
+            cables.add((a, b))
+    hosts = [f"h{i}" for i in range(rng.randint(2, 6))]
+    for h in hosts:
+        for sw in rng.sample(switches, rng.choice([1, 1, 2])):
+            cables.add((h, sw))
+    links = [(a, b, 1e9, 0.0) for a, b in sorted(cables)]
+    return Topology.from_lists(hosts, switches, links)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_paths_equal_networkx_all_shortest_paths_through_switches(seed):
+    # Reference: networkx on a graph where hosts have no transit links, i.e. for (src, dst)
+    # only switch-switch links plus src's out-links and dst's in-links.
+    import networkx as nx
+
+    topo = _random_fabric(random.Random(seed))
+    router = Router(topo)
+    switches = set(topo.switches)
+    for src in topo.hosts:
+        for dst in topo.hosts:
+            if src == dst:
+                continue
+            graph = nx.DiGraph()
+            for lk in topo.links:
+                if (lk.src in switches or lk.src == src) and (lk.dst in switches or lk.dst == dst):
+                    graph.add_edge(lk.src, lk.dst, id=lk.id)
+            try:
+                node_paths = list(nx.all_shortest_paths(graph, src, dst))
+            except (nx.NetworkXNoPath, nx.NodeNotFound):
+                with pytest.raises(RoutingError, match="no route"):
+                    router.paths(src, dst)
+                continue
+            expected = sorted(
+                tuple(graph.edges[a, b]["id"] for a, b in zip(p, p[1:], strict=False))
+                for p in node_paths
+            )
+            assert list(router.paths(src, dst)) == expected
+
+
+def test_thousands_of_flows_on_a_1024_host_fat_tree_route_to_valid_shortest_paths():
+    topo = fat_tree(16)
+    router = Router(topo, cache_pairs=512)
+    rng = random.Random(0)
+    for port in range(2000):
+        src, dst = rng.sample(topo.hosts, 2)
+        path = router.route(src, dst, port)
+        assert router.check_path(src, dst, path) == path
+        # Hop count from the hosts' positions: same edge 2, same pod 4, otherwise 6.
+        a, b = int(src[1:]), int(dst[1:])
+        assert len(path) == (2 if a // 8 == b // 8 else 4 if a // 64 == b // 64 else 6)
+    assert len(router._paths) <= 512
