@@ -73,21 +73,21 @@ def ecmp_hash(src: str, dst: str, port: int, seed: int) -> int:
 
 
 class _LRU:
-    """A small least-recently-used mapping; bounds memory of per-pair caches."""
+    """Path lists by host pair, least recently used dropped first: bounds the router's memory."""
 
     __slots__ = ("_data", "_maxsize")
 
     def __init__(self, maxsize: int) -> None:
-        self._data: OrderedDict[object, object] = OrderedDict()
+        self._data: OrderedDict[tuple[str, str], tuple[Path, ...]] = OrderedDict()
         self._maxsize = maxsize
 
-    def get(self, key: object) -> object | None:
+    def get(self, key: tuple[str, str]) -> tuple[Path, ...] | None:
         value = self._data.get(key)
         if value is not None:
             self._data.move_to_end(key)
         return value
 
-    def put(self, key: object, value: object) -> None:
+    def put(self, key: tuple[str, str], value: tuple[Path, ...]) -> None:
         self._data[key] = value
         if len(self._data) > self._maxsize:
             self._data.popitem(last=False)
@@ -166,7 +166,7 @@ class Router:
         key = (src, dst)
         cached = self._paths.get(key)
         if cached is not None:
-            return cached  # type: ignore[return-value]
+            return cached
         self._check_endpoints(src, dst)
         found = self._enumerate(src, dst)
         self._paths.put(key, found)

@@ -32,7 +32,7 @@ import json
 import math
 import numbers
 from collections.abc import Callable, Generator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import simpy
@@ -40,7 +40,7 @@ import simpy
 from flowsim.errors import FlowError
 
 if TYPE_CHECKING:
-    from flowsim.network import Network
+    from flowsim.network import FlowDone, Network
     from flowsim.records import FlowRecord
 
 __all__ = ["TrafficSource", "long_lived", "periodic_bulk", "poisson_on_off", "source_seed"]
@@ -137,7 +137,7 @@ class TrafficSource:
             if flow_id not in self._running:
                 raise
 
-    def _start(self, size_bytes: float, port: int, path: Sequence[int] | None) -> simpy.Event:
+    def _start(self, size_bytes: float, port: int, path: Sequence[int] | None) -> FlowDone:
         event = self.network.start_flow(
             self.src,
             self.dst,
@@ -147,7 +147,7 @@ class TrafficSource:
             tag=self.tag,
             tenant=self.tenant,
         )
-        flow_id = event.flow_id  # type: ignore[attr-defined]
+        flow_id = event.flow_id
         self._flow_ids.append(flow_id)
         self._running[flow_id] = event
         event.callbacks.append(self._ended)
@@ -155,7 +155,7 @@ class TrafficSource:
 
     def _ended(self, event: simpy.Event) -> None:
         if event.ok:
-            record = event.value
+            record = cast("FlowRecord", event.value)
             self._running.pop(record.flow_id, None)
             self._records.append(record)
         # A failed flow event is left to fail loudly in the environment (never swallowed).
@@ -440,8 +440,7 @@ def poisson_on_off(
             yield source._sleep(float(rng.exponential(mean_off)))
             if source.stopped:
                 return
-            event = source._start(math.inf, port, path)
-            flow_id = event.flow_id  # type: ignore[attr-defined]
+            flow_id = source._start(math.inf, port, path).flow_id
             yield source._sleep(float(rng.exponential(mean_on)))
             if source.stopped:
                 return  # stop() has stopped the flow already
