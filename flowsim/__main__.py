@@ -268,8 +268,10 @@ def describe(topology: Topology) -> list[str]:
         f"  links     {len(topology.links):>6}  directed ("
         + ", ".join(f"{count} x {_fmt_gbps(cap)}" for cap, count in sorted(rates.items()))
         + ")",
-        "  latency           " + " / ".join(f"{lat * 1e6:g} us" for lat in latencies) + " per link",
     ]
+    if latencies:
+        each = " / ".join(f"{lat * 1e6:g} us" for lat in latencies)
+        lines.append(f"  latency           {each} per link")
     if len(hosts) >= 2:
         paths = Router(topology).paths(hosts[0], hosts[-1])
         lines.append(

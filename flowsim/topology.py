@@ -260,6 +260,6 @@ class Topology:
         try:
             with open(path, encoding="utf-8") as fh:
                 data = json.load(fh)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # bad text or not text at all
             raise TopologyError(f"Topology.load: {str(path)!r} is not valid JSON ({exc})") from None
         return cls.from_dict(data)

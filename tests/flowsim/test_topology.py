@@ -110,6 +110,13 @@ def test_malformed_json_is_a_topology_error(tmp_path):
         Topology.load(path)
 
 
+def test_binary_file_is_a_topology_error(tmp_path):
+    path = tmp_path / "bin.json"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(TopologyError, match="not valid JSON"):
+        Topology.load(path)
+
+
 def test_wrong_format_tag_is_named(tmp_path):
     path = tmp_path / "other.json"
     path.write_text(json.dumps({"format": "something-else", "nodes": [], "links": []}))
