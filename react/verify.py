@@ -29,9 +29,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from react.errors import PatternError
-from react.pattern import Pattern
+from react.pattern import Flow, Pattern
 
 __all__ = ["first_violation", "verify"]
 
@@ -40,13 +41,17 @@ _PLAN_KEY = "verify_plan"
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
-    """What the replay needs, derived once per pattern.
+    """What the replay needs, derived once per pattern (or per candidate flow list).
 
-    ``ops[c]`` lists chunk ``c``'s flows as ``(step, src_pos, dst_pos, is_copy, flow_index)`` in
-    step order (the pattern's flows are stored sorted by step); positions index ``ranks``.
+    ``ops[c]`` lists chunk ``c``'s steps in order. A step with one flow of the chunk is the entry
+    ``(step, src_pos, dst_pos, is_copy, flow_index)``; a step with several is
+    ``(step, -1, [(src_pos, dst_pos, is_copy, flow_index), ...], False, -1)`` so that the common
+    case (one flow per chunk per step: every ring) takes the fast path without grouping work.
+    Positions index ``ranks``; flow indices index ``flows``.
     """
 
-    ops: tuple[list[tuple[int, int, int, bool, int]], ...]
+    ops: dict[int, list[tuple[int, int, Any, bool, int]]]
+    flows: tuple[Flow, ...]
     position: dict[int, int]
 
 
@@ -74,7 +79,9 @@ def verify(pattern: Pattern) -> None:
         raise PatternError(f"{label} ({pattern.kind}, n={pattern.n}) is not valid: {problem}")
 
 
-def first_violation(pattern: Pattern, chunks: Iterable[int] | None = None) -> str | None:
+def first_violation(
+    pattern: Pattern, chunks: Iterable[int] | None = None, flows: Iterable[Flow] | None = None
+) -> str | None:
     """The first violation as a sentence, or ``None`` if the pattern is valid. Never raises on
     a violation; meant for search loops that try thousands of candidate patterns.
 
@@ -85,6 +92,10 @@ def first_violation(pattern: Pattern, chunks: Iterable[int] | None = None) -> st
         Replay only these chunks (and check only their part of the final condition). Exact,
         not an approximation: a chunk's buffers depend on that chunk's flows alone. Pass a chunk
         graph (``pattern.chunk_graphs()[g]``) to re-check only the sub-pattern a swap rewrote.
+    flows : iterable of Flow, optional
+        Replay these flows instead of the pattern's (their parts outside ``chunks`` are ignored):
+        a search can test a rewrite of one chunk graph without building a new :class:`Pattern`,
+        whose construction costs more than this check. Their ranks must be the pattern's.
 
     Returns
     -------
@@ -95,19 +106,22 @@ def first_violation(pattern: Pattern, chunks: Iterable[int] | None = None) -> st
     Raises
     ------
     PatternError
-        Only if ``chunks`` names a chunk the pattern does not have.
+        Only if ``chunks`` or ``flows`` names a chunk or rank the pattern does not have.
     """
-    plan = _plan(pattern)
+    n_chunks = len(pattern.chunks)
     if chunks is None:
-        selected: Iterable[int] = range(len(pattern.chunks))
+        selected: list[int] | range = range(n_chunks)
     else:
         selected = sorted(set(chunks))
         for c in selected:
-            if not isinstance(c, int) or not 0 <= c < len(pattern.chunks):
-                last = len(pattern.chunks) - 1
+            if not isinstance(c, int) or not 0 <= c < n_chunks:
                 raise PatternError(
-                    f"first_violation: unknown chunk {c!r}; expected ids 0..{last}"
+                    f"first_violation: unknown chunk {c!r}; expected ids 0..{n_chunks - 1}"
                 )
+    if flows is None:
+        plan = _plan(pattern)
+    else:
+        plan = _build_plan(pattern, tuple(sorted(flows)), set(selected))
     best: tuple[tuple[int, int, int], str] | None = None
     for c in selected:
         # A later chunk only matters if it fails at an earlier (step, flow): stop its replay there.
@@ -126,15 +140,56 @@ def _plan(pattern: Pattern) -> _Plan:
     # Cached on the pattern (immutable), so repeated checks of one pattern pay this pass once.
     plan = pattern._cache.get(_PLAN_KEY)
     if plan is None:
-        position = {r: i for i, r in enumerate(pattern.ranks)}
-        ops: list[list[tuple[int, int, int, bool, int]]] = [[] for _ in pattern.chunks]
-        for i, flow in enumerate(pattern.flows):
-            op = (flow.step, position[flow.src], position[flow.dst], flow.op == "copy", i)
-            for c in flow.chunks:
-                ops[c].append(op)
-        plan = _Plan(tuple(ops), position)
+        plan = _build_plan(pattern, pattern.flows, None)
         pattern._cache[_PLAN_KEY] = plan
     return plan
+
+
+def _build_plan(pattern: Pattern, flows: tuple[Flow, ...], only: set[int] | None) -> _Plan:
+    position = {r: i for i, r in enumerate(pattern.ranks)}
+    wanted = range(len(pattern.chunks)) if only is None else only
+    try:
+        # Column-wise comprehensions and zip run in C: this pass dominates at a million flows.
+        entries = list(zip(
+            [f.step for f in flows],
+            [position[f.src] for f in flows],
+            [position[f.dst] for f in flows],
+            [f.op == "copy" for f in flows],
+            range(len(flows)),
+            strict=True,
+        ))
+    except KeyError as exc:
+        raise PatternError(
+            f"first_violation: a flow names rank {exc.args[0]!r}, which is not in the pattern"
+        ) from None
+    per: dict[int, list[tuple[int, int, Any, bool, int]]] = {c: [] for c in wanted}
+    for entry, flow in zip(entries, flows, strict=True):
+        for c in flow.chunks:
+            target = per.get(c)
+            if target is not None:
+                target.append(entry)
+            elif only is None:
+                raise PatternError(f"first_violation: flow {flow!r} names unknown chunk {c!r}")
+    for c, ops in per.items():
+        if len({op[0] for op in ops}) != len(ops):
+            per[c] = _grouped(ops)
+    return _Plan(per, flows, position)
+
+
+def _grouped(
+    ops: list[tuple[int, int, Any, bool, int]],
+) -> list[tuple[int, int, Any, bool, int]]:
+    """Merge a chunk's flows of one step into one group entry (see :class:`_Plan`)."""
+    out: list[tuple[int, int, Any, bool, int]] = []
+    for op in ops:
+        if out and out[-1][0] == op[0]:
+            last = out[-1]
+            if last[1] >= 0:
+                out[-1] = (op[0], -1, [last[1:]], False, -1)
+            out[-1][2].append(op[1:])
+        else:
+            out.append(op)
+    return out
 
 
 def _initial(pattern: Pattern, plan: _Plan, chunk: int) -> list[int]:
@@ -157,58 +212,52 @@ def _replay_chunk(
     Violations at or after ``limit`` are not looked for (an earlier chunk already failed there).
     """
     buf = _initial(pattern, plan, chunk)
-    ops = plan.ops[chunk]
+    flows = plan.flows
     drops: list[tuple[int, int, int]] = []  # (flow index, dst position, bits overwritten)
-    i, m = 0, len(ops)
-    while i < m:
-        step = ops[i][0]
-        if limit is not None and step > limit[0]:
+    last_step = _FINAL if limit is None else limit[0]
+    for step, s, d, is_copy, f in plan.ops[chunk]:
+        if step > last_step:
             return None
-        j = i + 1
-        while j < m and ops[j][0] == step:
-            j += 1
-        if j == i + 1:
-            # One flow of this chunk in this step: nothing can conflict (inlined for speed).
-            _, s, d, is_copy, f = ops[i]
+        if s >= 0:
+            # One flow of this chunk in this step: nothing can conflict (the fast path).
             value = buf[s]
             if not value:
-                return (step, f, 0), _not_held(pattern, chunk, f, s)
+                return (step, f, 0), _not_held(pattern, flows, chunk, f, s)
             if is_copy:
                 lost = buf[d] & ~value
                 if lost:
                     drops.append((f, d, lost))
                 buf[d] = value
+            elif buf[d] & value:
+                return (step, f, 0), _double(pattern, flows, chunk, f, d, buf[d], value)
             else:
-                if buf[d] & value:
-                    return (step, f, 0), _double(pattern, chunk, f, d, buf[d], value)
                 buf[d] |= value
-        else:
-            # Several flows: all read the state at the end of the previous step, then write.
-            pending: dict[int, tuple[int, bool, int]] = {}
-            for _, s, d, is_copy, f in ops[i:j]:
-                value = buf[s]
-                if not value:
-                    return (step, f, 0), _not_held(pattern, chunk, f, s)
-                earlier = pending.get(d)
-                if earlier is not None and (is_copy or earlier[1]):
-                    return (step, f, 0), _two_writes(pattern, chunk, earlier[2], f, d)
-                if not is_copy:
-                    added = earlier[0] if earlier is not None else 0
-                    held = buf[d] | added
-                    if held & value:
-                        return (step, f, 0), _double(pattern, chunk, f, d, held, value)
-                    pending[d] = (added | value, False, f)
-                else:
-                    pending[d] = (value, True, f)
-            for d, (value, is_copy, f) in pending.items():
-                if is_copy:
-                    lost = buf[d] & ~value
-                    if lost:
-                        drops.append((f, d, lost))
-                    buf[d] = value
-                else:
-                    buf[d] |= value
-        i = j
+            continue
+        # Several flows: all read the state at the end of the previous step, then write.
+        pending: dict[int, tuple[int, bool, int]] = {}
+        for s, dst, is_copy, f in d:
+            value = buf[s]
+            if not value:
+                return (step, f, 0), _not_held(pattern, flows, chunk, f, s)
+            earlier = pending.get(dst)
+            if earlier is not None and (is_copy or earlier[1]):
+                return (step, f, 0), _two_writes(pattern, flows, chunk, earlier[2], f, dst)
+            if is_copy:
+                pending[dst] = (value, True, f)
+                continue
+            added = earlier[0] if earlier is not None else 0
+            held = buf[dst] | added
+            if held & value:
+                return (step, f, 0), _double(pattern, flows, chunk, f, dst, held, value)
+            pending[dst] = (added | value, False, f)
+        for dst, (value, is_copy, f) in pending.items():
+            if is_copy:
+                lost = buf[dst] & ~value
+                if lost:
+                    drops.append((f, dst, lost))
+                buf[dst] = value
+            else:
+                buf[dst] |= value
     if limit is not None and limit[0] < _FINAL:
         return None
     return _final(pattern, plan, chunk, buf, drops)
@@ -246,7 +295,7 @@ def _final(
         missing = want & ~have
         if missing:
             text += f" (missing {_ranks(pattern, missing)})"
-            cause = _first_drop(pattern, drops, missing)
+            cause = _first_drop(pattern, plan.flows, drops, missing)
             if cause:
                 text += f"; {cause}"
         extra = have & ~want
@@ -257,42 +306,48 @@ def _final(
 
 
 # -- messages ------------------------------------------------------------------------------------
-def _flow_text(pattern: Pattern, f: int) -> str:
-    flow = pattern.flows[f]
+def _flow_text(flows: tuple[Flow, ...], f: int) -> str:
+    flow = flows[f]
     chunks = ",".join(str(c) for c in flow.chunks)
     return f"step {flow.step}, flow {flow.src} -> {flow.dst} ({flow.op} of chunk {chunks})"
 
 
-def _not_held(pattern: Pattern, chunk: int, f: int, src: int) -> str:
-    flow = pattern.flows[f]
+def _not_held(pattern: Pattern, flows: tuple[Flow, ...], chunk: int, f: int, src: int) -> str:
+    flow = flows[f]
     return (
-        f"{_flow_text(pattern, f)}: rank {pattern.ranks[src]} sends chunk {chunk} but holds "
+        f"{_flow_text(flows, f)}: rank {pattern.ranks[src]} sends chunk {chunk} but holds "
         f"nothing of it at the end of step {flow.step - 1}"
     )
 
 
-def _double(pattern: Pattern, chunk: int, f: int, dst: int, held: int, value: int) -> str:
+def _double(
+    pattern: Pattern, flows: tuple[Flow, ...], chunk: int, f: int, dst: int, held: int, value: int
+) -> str:
     return (
-        f"{_flow_text(pattern, f)}: rank {pattern.ranks[dst]} holds chunk {chunk} = "
+        f"{_flow_text(flows, f)}: rank {pattern.ranks[dst]} holds chunk {chunk} = "
         f"{_ranks(pattern, held)} and would add {_ranks(pattern, value)}, counting "
         f"{_ranks(pattern, held & value)} twice; should hold each contribution once"
     )
 
 
-def _two_writes(pattern: Pattern, chunk: int, first: int, second: int, dst: int) -> str:
-    other = pattern.flows[first]
+def _two_writes(
+    pattern: Pattern, flows: tuple[Flow, ...], chunk: int, first: int, second: int, dst: int
+) -> str:
+    other = flows[first]
     return (
-        f"{_flow_text(pattern, second)}: rank {pattern.ranks[dst]} also receives chunk {chunk} "
+        f"{_flow_text(flows, second)}: rank {pattern.ranks[dst]} also receives chunk {chunk} "
         f"from rank {other.src} ({other.op}) at the same step; a copy and another write of one "
         f"chunk into one rank at one step have no defined order"
     )
 
 
-def _first_drop(pattern: Pattern, drops: list[tuple[int, int, int]], missing: int) -> str:
+def _first_drop(
+    pattern: Pattern, flows: tuple[Flow, ...], drops: list[tuple[int, int, int]], missing: int
+) -> str:
     # The earliest overwrite that dropped a now-missing contribution is where the loss began.
     for f, dst, lost in drops:
         if lost & missing:
-            flow = pattern.flows[f]
+            flow = flows[f]
             return (
                 f"{_ranks(pattern, lost & missing)} was first overwritten at step {flow.step} by "
                 f"the copy {flow.src} -> {flow.dst}, which replaced {_ranks(pattern, lost)} "

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from react.errors import PatternError
 from react.pattern import Pattern
+from react.patterns.recursive import allgather_recursive_doubling, allreduce_halving_doubling
 from react.patterns.ring import allgather_ring, allreduce_ring, reduce_scatter_ring
 from react.patterns.tree import (
     Tree,
@@ -24,8 +25,10 @@ from react.patterns.tree import (
 __all__ = [
     "GENERATORS",
     "Tree",
+    "allgather_recursive_doubling",
     "allgather_ring",
     "allreduce_double_binary_tree",
+    "allreduce_halving_doubling",
     "allreduce_ring",
     "broadcast_binary_tree",
     "generator",
@@ -38,7 +41,9 @@ __all__ = [
 GENERATORS: dict[str, Callable[[int], Pattern]] = {
     "allreduce_double_binary_tree": allreduce_double_binary_tree,
     "allreduce_ring": allreduce_ring,
+    "allreduce_halving_doubling": allreduce_halving_doubling,
     "allgather_ring": allgather_ring,
+    "allgather_recursive_doubling": allgather_recursive_doubling,
     "reduce_scatter_ring": reduce_scatter_ring,
     "broadcast_binary_tree": broadcast_binary_tree,
     "reduce_binary_tree": reduce_binary_tree,
