@@ -9,8 +9,6 @@ from flowsim import Topology
 from flowsim.__main__ import main, run_demo
 from flowsim.topologies import fat_tree
 
-pytest.importorskip("flowsim.network")
-
 
 def test_demo_prints_the_flow_table_and_explanation(capsys):
     assert main(["demo"]) == 0

@@ -12,11 +12,9 @@ import numpy as np
 import pytest
 
 from flowsim import FlowError, UnknownNodeError
+from flowsim.network import Network
 from flowsim.topologies import star
 from flowsim.traffic import long_lived, periodic_bulk, poisson_on_off, source_seed
-
-network_mod = pytest.importorskip("flowsim.network")
-Network = network_mod.Network
 
 GBps = 8e9  # bits per second in one gigabyte per second
 MB = 1e6
