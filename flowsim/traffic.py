@@ -279,6 +279,21 @@ def long_lived(
     ------
     FlowError
         On a bad time window, port, or endpoints.
+
+    Examples
+    --------
+    A 1 MB flow into ``h2`` shares ``s0 -> h2`` (1 GB/s) with a long-lived flow: it gets half,
+    0.5 GB/s, and ends after 2 ms.
+
+    >>> from flowsim.network import Network
+    >>> from flowsim.topologies import star
+    >>> net = Network(star(3, capacity_bps=8e9, latency_s=0.0))
+    >>> storage = long_lived(net, "h0", "h2", tenant="storage")
+    >>> record = net.env.run(until=net.start_flow("h1", "h2", 1e6))
+    >>> round(record.end_s * 1e3, 9)
+    2.0
+    >>> len(storage.running_flow_ids), storage.records   # still running, nothing ended
+    (1, ())
     """
     func = "long_lived"
     start, stop = _window(func, network, start_s, stop_s)

@@ -324,3 +324,12 @@ def test_thousands_of_flows_on_a_1024_host_fat_tree_route_to_valid_shortest_path
         a, b = int(src[1:]), int(dst[1:])
         assert len(path) == (2 if a // 8 == b // 8 else 4 if a // 64 == b // 64 else 6)
     assert len(router._paths) <= 512
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import flowsim.routing
+
+    result = doctest.testmod(flowsim.routing)
+    assert result.attempted >= 3 and result.failed == 0

@@ -168,3 +168,12 @@ def test_alibaba_fabric_rates_are_parameters():
 def test_builders_reject_bad_parameters_naming_the_value(call, message):
     with pytest.raises(TopologyError, match=message.replace("(", r"\(").replace(".", r"\.")):
         call()
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import flowsim.topologies
+
+    result = doctest.testmod(flowsim.topologies)
+    assert result.attempted >= 4 and result.failed == 0

@@ -220,3 +220,12 @@ def test_tenants_are_tagged_in_network_records(net):
 def test_bad_arguments_are_named(net, call, error, message):
     with pytest.raises(error, match=message):
         call(net)
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import flowsim.traffic
+
+    result = doctest.testmod(flowsim.traffic)
+    assert result.attempted >= 5 and result.failed == 0
