@@ -11,10 +11,17 @@ from react.errors import PatternError
 from react.pattern import Pattern
 from react.patterns import (
     GENERATORS,
+    allgather_recursive_doubling,
+    allgather_ring,
     allreduce_double_binary_tree,
+    allreduce_halving_doubling,
+    allreduce_ring,
+    broadcast_binary_tree,
     generator,
     nccl_btree,
     nccl_double_binary_tree,
+    reduce_binary_tree,
+    reduce_scatter_ring,
 )
 from react.verify import verify
 
@@ -136,3 +143,97 @@ def test_generator_unknown_name_lists_known_ones():
 def test_generator_fractions_sum_to_one():
     for name, make in GENERATORS.items():
         assert math.fsum(c.fraction for c in make(12).chunks) == pytest.approx(1.0), name
+
+
+# -- ring -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [2, 5, 8])
+def test_allreduce_ring_structure(n):
+    # 2(n-1) steps of n flows, one to the successor each; n chunks of 1/n; reduce-scatter
+    # (reduce) in steps 1..n-1, all-gather (copy) in steps n..2n-2.
+    p = allreduce_ring(n)
+    assert p.num_steps == 2 * (n - 1) and len(p.flows) == 2 * (n - 1) * n
+    assert len(p.chunks) == n and all(c.fraction == 1 / n for c in p.chunks)
+    assert all(f.dst == (f.src + 1) % n and len(f.chunks) == 1 for f in p.flows)
+    assert {f.op for f in p.flows if f.step < n} == {"reduce"}
+    assert {f.op for f in p.flows if f.step >= n} == {"copy"}
+    assert all(p.degree(t, r) == (1, 1) for t in range(1, p.num_steps + 1) for r in range(n))
+
+
+def test_reduce_scatter_and_allgather_ring_chunk_ownership():
+    # ReduceScatter: chunk c starts at rank c+1 (step 1, rank r sends chunk r-1) and ends at c.
+    # AllGather: at step 1 every rank sends the chunk it owns.
+    rs, ag = reduce_scatter_ring(4), allgather_ring(4)
+    assert [f.chunks for f in rs.flows if f.step == 1] == [(3,), (0,), (1,), (2,)]
+    assert [f.chunks for f in ag.flows if f.step == 1] == [(0,), (1,), (2,), (3,)]
+    assert [c.owner for c in rs.chunks] == [0, 1, 2, 3] == [c.owner for c in ag.chunks]
+    assert rs.num_steps == ag.num_steps == 3
+
+
+# -- recursive doubling / halving -------------------------------------------------------------
+@pytest.mark.parametrize("n", [2, 4, 8, 16, 32])
+def test_allgather_recursive_doubling_doubles_each_step(n):
+    # n = 2^k: k steps; at step s rank r sends 2^(s-1) chunks (2^(s-1)/n of the message) to
+    # r XOR 2^(s-1).
+    p = allgather_recursive_doubling(n)
+    k = n.bit_length() - 1
+    assert p.num_steps == k and len(p.flows) == k * n and len(p.chunks) == n
+    for f in p.flows:
+        assert f.dst == f.src ^ (1 << (f.step - 1))
+        assert p.flow_fraction(f) == pytest.approx(2 ** (f.step - 1) / n)
+        assert f.op == "copy"
+
+
+def test_allgather_recursive_doubling_n8_rank5():
+    # Rank 5 sends {5} to 4, then {4,5} to 7, then {4-7} to 1.
+    p = allgather_recursive_doubling(8)
+    assert [(f.dst, f.chunks) for f in p.flows if f.src == 5] == [
+        (4, (5,)), (7, (4, 5)), (1, (4, 5, 6, 7)),
+    ]
+
+
+def test_allgather_recursive_doubling_folds_extra_ranks():
+    # n=6, p=4: step 1 ranks 4,5 copy chunks 4,5 to ranks 0,1; steps 2-3 RD on 0..3 (rank 0
+    # sends {0,4} then {0,1,4,5}); step 4 ranks 0,1 copy all other chunks to 4,5.
+    p = allgather_recursive_doubling(6)
+    assert p.num_steps == 4
+    step1 = [(f.src, f.dst, f.chunks) for f in p.flows if f.step == 1]
+    assert step1 == [(4, 0, (4,)), (5, 1, (5,))]
+    assert [f.chunks for f in p.flows if f.src == 0 and f.step in (2, 3)] == [(0, 4), (0, 1, 4, 5)]
+    assert [(f.src, f.dst, f.chunks) for f in p.flows if f.step == 4] == [
+        (0, 4, (0, 1, 2, 3, 5)), (1, 5, (0, 1, 2, 3, 4)),
+    ]
+
+
+def test_allreduce_halving_doubling_n8_sizes():
+    # n=8: 3 halving steps (4, 2, 1 chunks of 1/8 each per flow, reduce) then 3 doubling steps
+    # (1, 2, 4 chunks, copy); partners r^4, r^2, r^1, then r^1, r^2, r^4.
+    p = allreduce_halving_doubling(8)
+    assert p.num_steps == 6 and len(p.chunks) == 8
+    rank0 = [(f.dst, f.chunks, f.op) for f in p.flows if f.src == 0]
+    assert rank0 == [
+        (4, (4, 5, 6, 7), "reduce"), (2, (2, 3), "reduce"), (1, (1,), "reduce"),
+        (1, (0,), "copy"), (2, (0, 1), "copy"), (4, (0, 1, 2, 3), "copy"),
+    ]
+
+
+def test_allreduce_halving_doubling_folds_extra_ranks():
+    # n=5, p=4: step 1 rank 4 adds all 4 chunks into 0; steps 2-5 on 0..3; step 6 0 -> 4 copy.
+    p = allreduce_halving_doubling(5)
+    assert p.num_steps == 6 and len(p.chunks) == 4
+    assert [(f.step, f.src, f.dst, f.op) for f in p.flows if 4 in (f.src, f.dst)] == [
+        (1, 4, 0, "reduce"), (6, 0, 4, "copy"),
+    ]
+
+
+def test_broadcast_and_reduce_binary_tree_use_the_root():
+    # Root 2 of 5 ranks: the btree relabelled r -> r+2 mod 5: 2->{1}, 1->{4}, 4->{3,0}.
+    b = broadcast_binary_tree(5, root=2)
+    assert b.root == 2
+    assert {(f.src, f.dst, f.step) for f in b.flows} == {(2, 1, 1), (1, 4, 2), (4, 3, 3), (4, 0, 3)}
+    r = reduce_binary_tree(5, root=2)
+    assert {(f.src, f.dst, f.step) for f in r.flows} == {(3, 4, 1), (0, 4, 1), (4, 1, 2), (1, 2, 3)}
+    verify(b)
+    verify(r)
+    with pytest.raises(PatternError, match=r"^broadcast_binary_tree: root must be a rank in 0..4, "
+                                           r"got root=5$"):
+        broadcast_binary_tree(5, root=5)
