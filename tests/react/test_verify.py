@@ -11,6 +11,7 @@ from react.patterns import (
     allreduce_double_binary_tree,
     allreduce_ring,
     broadcast_binary_tree,
+    reduce_scatter_ring,
 )
 from react.verify import first_violation, verify
 
@@ -158,3 +159,80 @@ def test_verify_broadcast_rank_without_data():
     assert first_violation(p) == (
         "at the end, rank 3 holds chunk 0 = nothing of it, should hold {0} (missing {0})"
     )
+
+
+def test_first_violation_checks_candidate_flows_without_a_pattern():
+    # T0 of the 4-rank dual tree is 0->{2}, 2->{1,3}. Swapping leaves 1 and 3 keeps it valid.
+    p = allreduce_double_binary_tree(4)
+    tree0 = [p.flows[i] for i in p.flows_of_chunk_graph(0)]
+
+    def swap(flow: Flow, x: int, y: int) -> Flow:
+        name = {x: y, y: x}
+        return Flow(flow.step, name.get(flow.src, flow.src), name.get(flow.dst, flow.dst),
+                    flow.chunks, flow.op)
+
+    assert first_violation(p, chunks=[0], flows=[swap(f, 1, 3) for f in tree0]) is None
+    # Swap 0 and 2 in the reduce phase only (steps 1-2): 1 and 3 now add into 0, 0 adds
+    # {0,1,3} into 2 at step 2, but the broadcast (unchanged) still starts from root 0, which
+    # holds only {0,1,3}: rank 0 ends without {2}.
+    mixed = [swap(f, 0, 2) if f.step <= 2 else f for f in tree0]
+    assert first_violation(p, chunks=[0], flows=mixed).startswith(
+        "at the end, rank 0 holds chunk 0 = {0,1,3}, should hold {0-3} (missing {2})"
+    )
+
+
+def test_first_violation_rejects_candidate_flows_with_unknown_ranks():
+    p = allreduce_ring(4)
+    with pytest.raises(PatternError, match=r"a flow names rank 9, which is not in the pattern"):
+        first_violation(p, chunks=[0], flows=[Flow(1, 9, 0, (0,), "reduce")])
+
+
+def test_verify_reduce_scatter_owner_must_end_with_the_full_sum():
+    # Ring ReduceScatter over 3 ranks without its step-2 flows: chunk 0 gets as far as rank 2
+    # ({1,2}, from 1 at step 1) and never reaches its owner 0, which keeps {0}.
+    full = reduce_scatter_ring(3)
+    p = full.with_flows(f for f in full.flows if f.step == 1)
+    assert first_violation(p) == (
+        "at the end, rank 0 holds chunk 0 = {0}, should hold {0-2} (missing {1,2})"
+    )
+
+
+def test_verify_reduce_root_must_end_with_the_full_sum():
+    # Reduce to root 1 of 3 ranks where only 0 adds into 1: the root misses {2}.
+    p = Pattern("reduce", (0, 1, 2), (Chunk(0, 1.0),), [_reduce(1, 0, 1)], root=1, name="hand")
+    assert first_violation(p) == (
+        "at the end, rank 1 holds chunk 0 = {0,1}, should hold {0-2} (missing {2})"
+    )
+
+
+def test_verify_allgather_reduce_onto_a_held_chunk_double_counts():
+    # In an AllGather a "reduce" into a rank that already holds the chunk counts its owner twice.
+    p = Pattern("allgather", (0, 1), (Chunk(0, 0.5, 0), Chunk(1, 0.5, 1)),
+                [_copy(1, 0, 1, chunk=0), _copy(1, 1, 0, chunk=1), _reduce(2, 0, 1, chunk=0)],
+                name="hand")
+    assert first_violation(p).startswith(
+        "step 2, flow 0 -> 1 (reduce of chunk 0): rank 1 holds chunk 0 = {0} and would add {0}"
+    )
+
+
+def test_verify_uses_rank_labels_not_positions():
+    # Ranks need not be 0..n-1: a broadcast from 30 over ranks (10, 20, 30).
+    p = Pattern("broadcast", (10, 20, 30), (Chunk(0, 1.0),),
+                [_copy(1, 30, 10), _copy(2, 10, 20)], root=30, name="hand")
+    assert first_violation(p) is None
+    q = p.with_flows([_copy(1, 30, 10)])
+    assert first_violation(q) == (
+        "at the end, rank 20 holds chunk 0 = nothing of it, should hold {30} (missing {30})"
+    )
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [allreduce_ring(5), allreduce_double_binary_tree(6), allgather_ring(4),
+     broadcast_binary_tree(7)],
+    ids=lambda p: f"{p.name}-{p.n}",
+)
+def test_verify_catches_every_single_dropped_flow(pattern):
+    # None of these patterns has a redundant flow: removing any one loses data somewhere.
+    for gone in pattern.flows:
+        assert first_violation(pattern.with_flows(f for f in pattern.flows if f != gone)), gone
