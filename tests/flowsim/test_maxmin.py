@@ -1,0 +1,185 @@
+"""Tests of the max-min solver: hand-computed systems, bad input, and invariants on random ones."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flowsim.errors import FlowError, UnknownLinkError
+from flowsim.maxmin import max_min_rates, water_fill
+
+
+def test_max_min_two_flows_share_one_bottleneck():
+    # f1 uses a->b->c, f2 uses b->c; bc has 4 units, ab has 10.
+    # bc is the bottleneck: 4/2 = 2 each; f1 cannot use ab's spare 8.
+    rates = max_min_rates({"f1": ["ab", "bc"], "f2": ["bc"]}, {"ab": 10.0, "bc": 4.0})
+    assert rates == pytest.approx({"f1": 2.0, "f2": 2.0})
+
+
+def test_max_min_single_bottleneck_splits_equally():
+    # Three flows on one link of 9: 9/3 = 3 each.
+    rates = max_min_rates({"a": ["l"], "b": ["l"], "c": ["l"]}, {"l": 9.0})
+    assert rates == pytest.approx({"a": 3.0, "b": 3.0, "c": 3.0})
+
+
+def test_max_min_chain_spare_capacity_goes_to_the_unconstrained_flow():
+    # Links x (cap 10) and y (cap 4). f1 crosses x and y, f2 only x, f3 only y.
+    # y fills first at level 2 (f1 + f3 = 4): f1 = f3 = 2. x has 10 - 2 = 8 left for f2.
+    rates = max_min_rates({"f1": ["x", "y"], "f2": ["x"], "f3": ["y"]}, {"x": 10.0, "y": 4.0})
+    assert rates == pytest.approx({"f1": 2.0, "f2": 8.0, "f3": 2.0})
+
+
+def test_max_min_parking_lot():
+    # Parking lot: links l1, l2, l3 of capacity 1; the long flow crosses all three, one short
+    # flow per link. Every link holds 2 flows: all saturate at level 1/2, so every flow gets 1/2.
+    routes = {"long": ["l1", "l2", "l3"], "s1": ["l1"], "s2": ["l2"], "s3": ["l3"]}
+    rates = max_min_rates(routes, {"l1": 1.0, "l2": 1.0, "l3": 1.0})
+    assert rates == pytest.approx({"long": 0.5, "s1": 0.5, "s2": 0.5, "s3": 0.5})
+
+
+def test_max_min_parking_lot_with_two_short_flows_on_one_link():
+    # As above but l2 carries two short flows: l2 fills at 1/3 (3 flows), so long = s2a = s2b =
+    # 1/3; l1 and l3 then give their short flows 1 - 1/3 = 2/3.
+    routes = {"long": ["l1", "l2", "l3"], "s1": ["l1"], "s2a": ["l2"], "s2b": ["l2"], "s3": ["l3"]}
+    rates = max_min_rates(routes, {"l1": 1.0, "l2": 1.0, "l3": 1.0})
+    third = 1 / 3
+    assert rates == pytest.approx(
+        {"long": third, "s1": 2 * third, "s2a": third, "s2b": third, "s3": 2 * third}
+    )
+
+
+def test_max_min_heterogeneous_capacities():
+    # Links a (cap 12) and b (cap 3). f1, f2 on a only; f3 on a and b; f4 on b only.
+    # Shares: a 12/3 = 4, b 3/2 = 1.5 -> b first: f3 = f4 = 1.5. a: 12 - 1.5 = 10.5 for f1, f2:
+    # 5.25 each.
+    routes = {"f1": ["a"], "f2": ["a"], "f3": ["a", "b"], "f4": ["b"]}
+    rates = max_min_rates(routes, {"a": 12.0, "b": 3.0})
+    assert rates == pytest.approx({"f1": 5.25, "f2": 5.25, "f3": 1.5, "f4": 1.5})
+
+
+def test_max_min_weighted_flows_share_in_proportion():
+    # One link of 8; weights 1 and 3: level x with x + 3x = 8 -> x = 2: rates 2 and 6.
+    rates = max_min_rates({"a": ["l"], "b": ["l"]}, {"l": 8.0}, weights={"b": 3.0})
+    assert rates == pytest.approx({"a": 2.0, "b": 6.0})
+
+
+def test_max_min_weighted_chain():
+    # The chain with w_f1 = 3: y fills at 3x + x = 4 -> x = 1: f1 = 3, f3 = 1; x gives f2 10 - 3.
+    rates = max_min_rates(
+        {"f1": ["x", "y"], "f2": ["x"], "f3": ["y"]}, {"x": 10.0, "y": 4.0}, weights={"f1": 3}
+    )
+    assert rates == pytest.approx({"f1": 3.0, "f2": 7.0, "f3": 1.0})
+
+
+def test_max_min_zero_capacity_link_gives_its_flows_rate_zero():
+    # Link d is down (0): f1 (d, e) and f2 (d) get 0; f3 alone on e gets all 5 of e.
+    rates = max_min_rates({"f1": ["d", "e"], "f2": ["d"], "f3": ["e"]}, {"d": 0.0, "e": 5.0})
+    assert rates == {"f1": 0.0, "f2": 0.0, "f3": 5.0}
+
+
+def test_max_min_repeated_link_in_route_counts_once():
+    # f1 lists l twice; l (cap 2) still carries two flows: 1 each.
+    rates = max_min_rates({"f1": ["l", "l"], "f2": ["l"]}, {"l": 2.0})
+    assert rates == pytest.approx({"f1": 1.0, "f2": 1.0})
+
+
+def test_max_min_rejects_negative_capacity():
+    with pytest.raises(FlowError, match=r"capacity of link 'l' is -1\.0"):
+        max_min_rates({"f": ["l"]}, {"l": -1.0})
+
+
+def test_max_min_rejects_unknown_link():
+    with pytest.raises(UnknownLinkError, match="names link 'zz'"):
+        max_min_rates({"f": ["l", "zz"]}, {"l": 1.0})
+
+
+@pytest.mark.parametrize("bad", [0.0, -2.0, math.nan, math.inf])
+def test_max_min_rejects_non_positive_weight(bad):
+    with pytest.raises(FlowError, match="weight of flow 'f'"):
+        max_min_rates({"f": ["l"]}, {"l": 1.0}, weights={"f": bad})
+
+
+def test_max_min_rejects_empty_route():
+    with pytest.raises(FlowError, match="route of flow 'f' is empty"):
+        max_min_rates({"f": []}, {"l": 1.0})
+
+
+def test_water_fill_empty_problem():
+    assert water_fill(np.zeros((0, 3), dtype=int), np.zeros(0), np.ones(4)).shape == (0,)
+
+
+# -- invariants on random instances ----------------------------------------------------------
+
+
+@st.composite
+def instances(draw):
+    n_links = draw(st.integers(1, 8))
+    caps = draw(st.lists(st.sampled_from([0.0, 1.0, 2.5, 3.0, 7.0, 10.0, 0.3]),
+                         min_size=n_links, max_size=n_links))
+    n_flows = draw(st.integers(1, 12))
+    routes = {}
+    weights = {}
+    for f in range(n_flows):
+        links = draw(st.lists(st.integers(0, n_links - 1), min_size=1, max_size=4, unique=True))
+        routes[f] = links
+        weights[f] = draw(st.sampled_from([1.0, 1.0, 2.0, 0.5, 3.0]))
+    return routes, dict(enumerate(caps)), weights
+
+
+@settings(max_examples=300, deadline=None)
+@given(instances())
+def test_max_min_invariants_on_random_instances(instance):
+    routes, caps, weights = instance
+    rates = max_min_rates(routes, caps, weights)
+    tol = 1e-9
+    load = {lk: 0.0 for lk in caps}
+    for f, links in routes.items():
+        assert rates[f] >= 0
+        for lk in links:
+            load[lk] += rates[f]
+    # Feasible: no link over capacity.
+    for lk, c in caps.items():
+        assert load[lk] <= c + tol
+    # Fair: every flow crosses a bottleneck, a saturated link where no flow has a higher
+    # rate / weight.
+    for f, links in routes.items():
+        level = rates[f] / weights[f]
+        assert any(
+            load[lk] >= caps[lk] - tol
+            and all(rates[g] / weights[g] <= level + tol for g in routes if lk in routes[g])
+            for lk in links
+        ), f"flow {f} at level {level} has no bottleneck"
+
+
+def _sequential_fill(routes, caps):
+    """One link at a time, the textbook way (unit weights): an independent implementation."""
+    rem = dict(caps)
+    unfixed = set(routes)
+    rates = {}
+    while unfixed:
+        share = {}
+        for lk in caps:
+            n = sum(1 for f in unfixed if lk in routes[f])
+            if n:
+                share[lk] = rem[lk] / n
+        best = min(share, key=lambda lk: (share[lk], lk))
+        level = share[best]
+        for f in sorted(unfixed):
+            if best in routes[f]:
+                rates[f] = level
+                unfixed.discard(f)
+                for lk in routes[f]:
+                    rem[lk] -= level
+    return rates
+
+
+@settings(max_examples=200, deadline=None)
+@given(instances())
+def test_max_min_matches_sequential_filling(instance):
+    routes, caps, _weights = instance
+    got = max_min_rates(routes, caps)
+    expected = _sequential_fill(routes, caps)
+    for f in routes:
+        assert got[f] == pytest.approx(expected[f], rel=1e-9, abs=1e-12)
