@@ -119,7 +119,16 @@ def first_violation(
                     f"first_violation: unknown chunk {c!r}; expected ids 0..{n_chunks - 1}"
                 )
     if flows is None:
-        plan = _plan(pattern)
+        plan = pattern._cache.get(_PLAN_KEY)
+        if plan is None and chunks is not None:
+            # A fresh pattern checked on a few chunks (a swap candidate): replaying only their
+            # flows is far cheaper than planning all of them, so do not build the full plan.
+            wanted = set(selected)
+            plan = _build_plan(
+                pattern, tuple(f for f in pattern.flows if not wanted.isdisjoint(f.chunks)), wanted
+            )
+        elif plan is None:
+            plan = _plan(pattern)
     else:
         plan = _build_plan(pattern, tuple(sorted(flows)), set(selected))
     best: tuple[tuple[int, int, int], str] | None = None
