@@ -21,7 +21,11 @@ from flowsim.traffic import long_lived
 from react.backends.sim import SimBackend
 from react.controller import Controller, ControllerConfig
 from react.jobs import Job, run_jobs
-from react.patterns import allreduce_double_binary_tree, allreduce_ring
+from react.patterns import (
+    allgather_recursive_doubling,
+    allreduce_double_binary_tree,
+    allreduce_ring,
+)
 from react.transforms import ChunkLocalSwap
 
 MESSAGE = 20e6
@@ -101,3 +105,25 @@ def test_ring_global_permutation_evades_a_degraded_spine_link():
     assert mean_algbw(react) >= 1.15 * mean_algbw(base)
     kept = [s for d in react.decisions for s in d.swaps]
     assert kept and all(s.kind == "global" for s in kept)
+
+
+def test_recursive_doubling_moves_the_big_late_step_off_congested_spines():
+    # 2 leaves x 2 spines; ranks 0-3 under leaf0, 4-7 under leaf1, so RD's last step (r <-> r^4,
+    # half the message each way) crosses the spines, where p=2 long-lived flows per host pair run
+    # between other hosts of the two leaves. Global permutations that pair r with r^4 inside a
+    # leaf move the big late exchange off the congested spine links; only the small first step
+    # then crosses them.
+    def run(react):
+        topo = leaf_spine(leaves=2, spines=2, hosts_per_leaf=8)
+        net = Network(topo)
+        for port in range(2):
+            for a, b in (("h4", "h12"), ("h5", "h13"), ("h14", "h6"), ("h15", "h7")):
+                long_lived(net, a, b, port=port)
+        hosts = [f"h{i}" for i in range(4)] + [f"h{8 + i}" for i in range(4)]
+        pattern = allgather_recursive_doubling(8)
+        controller = Controller(pattern, ControllerConfig(seed=0)) if react else None
+        backend = SimBackend(net, hosts, MESSAGE, connections=4, seed=0)
+        return run_jobs([Job("rd", backend, pattern, 100, controller)])["rd"]
+
+    base, react = run(False), run(True)
+    assert mean_algbw(react) >= 1.15 * mean_algbw(base)
