@@ -11,15 +11,22 @@ from flowsim.errors import (
     UnknownLinkError,
     UnknownNodeError,
 )
+from flowsim.maxmin import max_min_rates
+from flowsim.network import FlowDone, Network
+from flowsim.records import FlowRecord, FlowState
 from flowsim.routing import Router, ecmp_hash
 from flowsim.topologies import alibaba_fabric, fat_tree, leaf_spine, star
 from flowsim.topology import Link, Node, Topology
 from flowsim.traffic import TrafficSource, long_lived, periodic_bulk, poisson_on_off
 
 __all__ = [
+    "FlowDone",
     "FlowError",
+    "FlowRecord",
+    "FlowState",
     "FlowsimError",
     "Link",
+    "Network",
     "Node",
     "Router",
     "RoutingError",
@@ -33,6 +40,7 @@ __all__ = [
     "fat_tree",
     "leaf_spine",
     "long_lived",
+    "max_min_rates",
     "periodic_bulk",
     "poisson_on_off",
     "star",

@@ -1,0 +1,604 @@
+"""The flow-level engine: flows share links max-min fairly, on a SimPy clock.
+
+A :class:`Network` owns (or joins) a :class:`simpy.Environment`, a :class:`~flowsim.topology.Topology`
+and the running flows. User code drives it with ordinary SimPy processes::
+
+    net = Network(star(16))
+    def job(env):
+        rec = yield net.start_flow("h0", "h1", 1e6)   # fires when the flow has arrived
+        rec2 = yield net.start_flow("h1", "h2", 1e6)  # starts when the first one ended
+    net.env.process(job(net.env))
+    net.env.run()
+
+Model
+-----
+- **Rates.** Every running flow gets its weighted max-min fair share (:mod:`flowsim.maxmin`) of
+  the links on its path. Rates are re-solved on every arrival, departure and capacity change;
+  all changes at one simulated instant are batched into one re-solve (a zero-delay event queued
+  behind the events already due at that instant).
+- **Latency.** A flow transmits from its start time; it *completes* when its last byte has been
+  sent plus the sum of its path's link latencies (``end_s``). Its bandwidth is released when the
+  last byte is sent. E.g. 1 MB alone on 100 Gbps with 2 x 2 us of links: 80 us + 4 us = 84 us.
+- **Paths are fixed per flow** (static ECMP: ``Router.route(src, dst, port)``, or an explicit
+  ``path=``). There is no rerouting.
+- **Capacity changes** (:meth:`Network.set_link_capacity`, :meth:`Network.schedule_link_capacity`)
+  take effect at once. Capacity 0 is a link that is *down*: flows crossing it get rate 0 and stall
+  (keeping the bytes already sent) until the capacity returns, then resume on the same path.
+  A stalled flow never completes on its own; stop it with :meth:`Network.stop_flow` if needed.
+- **Long-lived flows** have ``size_bytes=math.inf`` and run until stopped.
+
+Incremental re-solve
+--------------------
+Progressive filling raises a common level; a change (a departure, an arrival, a capacity change)
+can only alter the filling at or above the lowest level at which a link it touches saturates, in
+the old or the new system. Flows whose normalised rate ``rate / weight`` lies strictly below that
+level keep their rates; only the others are re-solved on the residual capacities. For a
+departure the level is the departing flow's own level; for a link gaining flows or changing
+capacity it is computed exactly from the link's piecewise-linear fill curve
+(:meth:`Network._safe_level`).
+
+Precision
+---------
+Each flow keeps ``(bytes left, time of last rate change, rate)``; bytes left are only updated when
+its rate changes, so a flow's finish time carries no per-event round-off. One timer event stands
+for the next completion; flows due within a relative 1e-12 of it finish together.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import simpy
+
+from flowsim.errors import FlowError, UnknownLinkError
+from flowsim.maxmin import water_fill_columns
+from flowsim.records import FlowRecord, FlowState
+from flowsim.topology import Topology
+
+__all__ = ["FlowDone", "Network"]
+
+# Flows finishing within this relative time of the due one finish together.
+_FINISH_RTOL = 1e-12
+# Flows whose level is within this relative distance of the safe level are re-solved anyway.
+_SAFE_RTOL = 1e-9
+
+
+class FlowDone(simpy.Event):
+    """The event :meth:`Network.start_flow` returns; it fires with the flow's :class:`FlowRecord`.
+
+    It carries ``flow_id`` so the flow can be stopped with :meth:`Network.stop_flow`.
+    """
+
+    def __init__(self, env: simpy.Environment, flow_id: int) -> None:
+        super().__init__(env)
+        self.flow_id = flow_id
+
+
+class _Meta:
+    """Per-flow Python-side data (the numeric state lives in the engine's arrays)."""
+
+    __slots__ = ("flow_id", "src", "dst", "size", "start", "path", "port", "tag", "tenant",
+                 "weight", "event", "latency")
+
+    def __init__(self, flow_id: int, src: str, dst: str, size: float, start: float,
+                 path: tuple[int, ...], port: int, tag: str, tenant: str, weight: float,
+                 event: FlowDone, latency: float) -> None:
+        self.flow_id = flow_id
+        self.src = src
+        self.dst = dst
+        self.size = size
+        self.start = start
+        self.path = path
+        self.port = port
+        self.tag = tag
+        self.tenant = tenant
+        self.weight = weight
+        self.event = event
+        self.latency = latency
+
+
+class Network:
+    """A running network of max-min fair flows on a SimPy clock.
+
+    Parameters
+    ----------
+    topology : Topology
+        The fabric. Link capacities are in bits per second; flow sizes in bytes.
+    env : simpy.Environment, optional
+        Join this environment (several networks or other models may share it); by default a new
+        one, available as ``network.env``.
+    router : flowsim.routing.Router, optional
+        Chooses paths (``route``) and validates explicit ones (``check_path``); by default
+        ``Router(topology, seed=seed)``, built on first use.
+    seed : int
+        ECMP seed of the default router.
+    monitor_links : bool
+        Record every link's load over time for :meth:`link_load` and :meth:`link_utilisation`.
+
+    Attributes
+    ----------
+    records : list of FlowRecord
+        Finished flows, in completion order (by ``end_s``; ties in the order they finished).
+    """
+
+    def __init__(self, topology: Topology, *, env: simpy.Environment | None = None,
+                 router: Any = None, seed: int = 0, monitor_links: bool = False) -> None:
+        self.topology = topology
+        self.env = env if env is not None else simpy.Environment()
+        self._router = router
+        self.seed = seed
+        self.records: list[FlowRecord] = []
+        links = topology.links
+        self._n_links = n = len(links)
+        # Rates are solved in bytes per second (capacity_bps / 8 is exact in binary floating point).
+        self._cap = np.array([lk.capacity_bps for lk in links], dtype=float) / 8.0
+        self._link_lat = [lk.latency_s for lk in links]
+        self._hosts = frozenset(topology.hosts)
+        # Per-slot numeric state; a slot is reused after its flow ends.
+        size = 64
+        self._width = 4
+        self._paths = np.full((self._width, size), n, dtype=np.intp)  # padding = n (virtual link)
+        self._weight = np.ones(size)
+        self._left = np.zeros(size)    # bytes left at _t0
+        self._sent = np.zeros(size)    # bytes sent by _t0
+        self._t0 = np.zeros(size)
+        self._rate = np.zeros(size)    # bytes per second
+        self._level = np.zeros(size)   # rate / weight
+        self._end = np.full(size, math.inf)  # when the last byte will be sent at the current rate
+        self._alive = np.zeros(size, dtype=bool)
+        self._new = np.zeros(size, dtype=bool)  # started since the last re-solve
+        self._meta: list[_Meta | None] = [None] * size
+        self._free: list[int] = list(range(size - 1, -1, -1))
+        self._slot_of: dict[int, int] = {}
+        self._next_id = 0
+        # Changes waiting for the next re-solve.
+        self._pending = False
+        self._dep_level = math.inf
+        self._arrivals: list[int] = []
+        self._cap_changed: list[int] = []
+        self._pending_departed = False
+        self._timer: simpy.Event | None = None
+        self._timer_at = math.inf
+        # Monitoring: per re-solve, the links whose load changed and their new loads.
+        self._monitor = monitor_links
+        self._mon_times: list[float] = []
+        self._mon_links: list[np.ndarray] = []
+        self._mon_load: list[np.ndarray] = []
+        self._mon_cap: list[np.ndarray] = []
+        self._last_load = np.zeros(n)
+        self._last_cap = self._cap.copy()
+        self.resolves = 0
+        """Number of rate re-solves so far (a cost counter for benchmarks)."""
+
+    # -- public API ----------------------------------------------------------------------------
+    @property
+    def router(self) -> Any:
+        """The router (built on first use when none was given)."""
+        if self._router is None:
+            from flowsim.routing import Router
+
+            self._router = Router(self.topology, seed=self.seed)
+        return self._router
+
+    def start_flow(self, src: str, dst: str, size_bytes: float, *, port: int = 0,
+                   path: Sequence[int] | None = None, tag: str = "", tenant: str = "",
+                   weight: float = 1.0) -> FlowDone:
+        """Start a flow now; return the event that fires with its :class:`FlowRecord`.
+
+        Parameters
+        ----------
+        src, dst : str
+            Distinct hosts.
+        size_bytes : float
+            Bytes to send, > 0; ``math.inf`` for a long-lived flow that runs until stopped.
+        port : int
+            Part of the ECMP hash: flows of one host pair on different ports may take different
+            equal-cost paths.
+        path : sequence of int, optional
+            Explicit link ids from ``src`` to ``dst`` (validated), instead of ECMP.
+        tag, tenant : str
+            Labels copied to the record (which job, which background source).
+        weight : float
+            Max-min weight, > 0: a flow of weight 2 gets twice the share of a flow of weight 1 on a
+            common bottleneck.
+
+        Raises
+        ------
+        FlowError
+            On a bad size or weight, ``src == dst``, or an endpoint that is a switch.
+        UnknownNodeError, RoutingError
+            On an unknown endpoint or an invalid explicit path.
+        """
+        topo = self.topology
+        for name, node in (("src", src), ("dst", dst)):
+            if node not in self._hosts:
+                topo.node(node)  # raises UnknownNodeError for an unknown name
+                raise FlowError(f"start_flow: {name}={node!r} is a switch; flows go between hosts")
+        if src == dst:
+            raise FlowError(f"start_flow: src and dst are both {src!r}; expected distinct hosts")
+        size = float(size_bytes)
+        if not size > 0:  # also rejects NaN
+            raise FlowError(
+                f"start_flow: size_bytes={size_bytes!r}, expected a positive number of bytes "
+                f"(math.inf for a long-lived flow)"
+            )
+        w = float(weight)
+        if not (math.isfinite(w) and w > 0):
+            raise FlowError(f"start_flow: weight={weight!r}, expected a positive finite number")
+        if path is None:
+            links = tuple(self.router.route(src, dst, port))
+        else:
+            links = tuple(self.router.check_path(src, dst, path))
+        env = self.env
+        fid = self._next_id
+        self._next_id += 1
+        event = FlowDone(env, fid)
+        slot = self._alloc(len(links))
+        now = float(env.now)
+        self._paths[:, slot] = self._n_links
+        self._paths[: len(links), slot] = links
+        self._weight[slot] = w
+        self._left[slot] = size
+        self._sent[slot] = 0.0
+        self._t0[slot] = now
+        self._rate[slot] = 0.0
+        self._level[slot] = 0.0
+        self._end[slot] = math.inf
+        self._alive[slot] = True
+        self._new[slot] = True
+        latency = 0.0
+        for lk in links:
+            latency += self._link_lat[lk]
+        self._meta[slot] = _Meta(fid, src, dst, size, now, links, port, tag, tenant, w, event,
+                                 latency)
+        self._slot_of[fid] = slot
+        self._arrivals.append(slot)
+        self._schedule_resolve()
+        return event
+
+    def stop_flow(self, flow_id: int) -> None:
+        """End a running flow now; its event fires now with ``stopped=True`` and the bytes sent.
+
+        Raises
+        ------
+        FlowError
+            If ``flow_id`` is not a running flow.
+        """
+        slot = self._slot_of.get(flow_id)
+        if slot is None:
+            raise FlowError(
+                f"stop_flow: flow_id={flow_id!r} is not running (finished, stopped or unknown)"
+            )
+        self._depart(slot, float(self.env.now), stopped=True)
+        self._schedule_resolve()
+
+    def set_link_capacity(self, link_id: int, capacity_bps: float) -> None:
+        """Set a link's capacity now (bits per second, >= 0; 0 takes the link down)."""
+        self.topology.link_by_id(link_id)
+        cap = float(capacity_bps)
+        if not (math.isfinite(cap) and cap >= 0):
+            raise FlowError(
+                f"set_link_capacity: capacity_bps={capacity_bps!r} for link {link_id}, expected a "
+                f"finite number >= 0"
+            )
+        self._cap[link_id] = cap / 8.0
+        self._cap_changed.append(link_id)
+        self._schedule_resolve()
+
+    def schedule_link_capacity(self, at_s: float, link_id: int, capacity_bps: float) -> None:
+        """Set a link's capacity at simulated time ``at_s`` (>= now); see :meth:`set_link_capacity`."""
+        self.topology.link_by_id(link_id)
+        if not (math.isfinite(capacity_bps) and capacity_bps >= 0):
+            raise FlowError(
+                f"schedule_link_capacity: capacity_bps={capacity_bps!r} for link {link_id}, "
+                f"expected a finite number >= 0"
+            )
+        now = self.env.now
+        if not at_s >= now:
+            raise FlowError(
+                f"schedule_link_capacity: at_s={at_s!r} is in the past (now is {now!r})"
+            )
+        ev = self.env.timeout(at_s - now)
+        ev.callbacks.append(lambda _ev: self.set_link_capacity(link_id, capacity_bps))
+
+    def link_capacity_bps(self, link_id: int) -> float:
+        """A link's current capacity in bits per second."""
+        self.topology.link_by_id(link_id)
+        return float(self._cap[link_id] * 8.0)
+
+    def active_flows(self) -> list[FlowState]:
+        """Snapshots of the running flows, by flow id, with rates as of now."""
+        self._resolve_now()
+        now = self.env.now
+        out = []
+        for slot in sorted(np.flatnonzero(self._alive), key=lambda s: self._meta[s].flow_id):
+            m = self._meta[slot]
+            rate = self._rate[slot]
+            out.append(FlowState(
+                flow_id=m.flow_id, src=m.src, dst=m.dst, size_bytes=m.size,
+                sent_bytes=float(self._sent[slot] + rate * (now - self._t0[slot])),
+                rate_bps=float(rate * 8.0), start_s=m.start, path=m.path, port=m.port,
+                tag=m.tag, tenant=m.tenant, weight=m.weight,
+            ))
+        return out
+
+    def link_load(self, link_id: int) -> tuple[np.ndarray, np.ndarray]:
+        """A link's load over time, piecewise constant: ``(times_s, load_bps)``.
+
+        ``load_bps[i]`` holds from ``times_s[i]`` until ``times_s[i + 1]`` (the last until now).
+        Needs ``monitor_links=True``.
+        """
+        times, load, _cap = self._series(link_id)
+        return times, load * 8.0
+
+    def link_utilisation(self, link_id: int) -> tuple[np.ndarray, np.ndarray]:
+        """A link's load as a fraction of its capacity at the time: ``(times_s, fraction)``.
+
+        A link that is down (capacity 0) counts as 0 utilised. Needs ``monitor_links=True``.
+        """
+        times, load, cap = self._series(link_id)
+        frac = np.divide(load, cap, out=np.zeros_like(load), where=cap > 0)
+        return times, frac
+
+    # -- internals -----------------------------------------------------------------------------
+    def _series(self, link_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not self._monitor:
+            raise FlowError("link load was not recorded; create the Network with monitor_links=True")
+        self.topology.link_by_id(link_id)
+        self._resolve_now()
+        times = [0.0]
+        load = [0.0]
+        cap = [self.topology.links[link_id].capacity_bps / 8.0]
+        for t, lk, ld, cp in zip(self._mon_times, self._mon_links, self._mon_load, self._mon_cap,
+                                 strict=True):
+            hit = np.flatnonzero(lk == link_id)
+            if hit.size:
+                if times[-1] == t:
+                    load[-1] = float(ld[hit[0]])
+                    cap[-1] = float(cp[hit[0]])
+                else:
+                    times.append(t)
+                    load.append(float(ld[hit[0]]))
+                    cap.append(float(cp[hit[0]]))
+        return np.array(times), np.array(load), np.array(cap)
+
+    def _alloc(self, path_len: int) -> int:
+        if path_len > self._width:
+            extra = np.full((path_len - self._width, self._paths.shape[1]), self._n_links,
+                            dtype=np.intp)
+            self._paths = np.vstack([self._paths, extra])
+            self._width = path_len
+        if not self._free:
+            old = self._alive.shape[0]
+            new = old * 2
+            pad = np.full((self._width, new - old), self._n_links, dtype=np.intp)
+            self._paths = np.hstack([self._paths, pad])
+            for name, fill in (("_weight", 1.0), ("_left", 0.0), ("_sent", 0.0), ("_t0", 0.0),
+                               ("_rate", 0.0), ("_level", 0.0), ("_end", math.inf)):
+                arr = getattr(self, name)
+                setattr(self, name, np.concatenate([arr, np.full(new - old, fill)]))
+            self._alive = np.concatenate([self._alive, np.zeros(new - old, dtype=bool)])
+            self._new = np.concatenate([self._new, np.zeros(new - old, dtype=bool)])
+            self._meta.extend([None] * (new - old))
+            self._free = list(range(new - 1, old - 1, -1))
+        return self._free.pop()
+
+    def _schedule_resolve(self) -> None:
+        if not self._pending:
+            self._pending = True
+            ev = self.env.event()
+            ev.callbacks.append(self._on_resolve)
+            ev.succeed()  # zero delay, queued behind the events already due now
+
+    def _on_resolve(self, _event: simpy.Event) -> None:
+        self._resolve_now()
+
+    def _depart(self, slot: int, now: float, *, stopped: bool) -> None:
+        """Remove a flow (finished or stopped) and fire its event (after latency if finished)."""
+        m = self._meta[slot]
+        assert m is not None
+        if stopped:
+            sent = float(self._sent[slot] + self._rate[slot] * (now - self._t0[slot]))
+            if sent > m.size:
+                sent = m.size
+            end = now
+        else:
+            sent = m.size
+            end = now + m.latency
+        if self._new[slot]:
+            self._new[slot] = False
+            self._arrivals.remove(slot)
+        else:
+            lvl = self._level[slot]
+            if lvl < self._dep_level:
+                self._dep_level = lvl
+        self._alive[slot] = False
+        self._end[slot] = math.inf
+        self._rate[slot] = 0.0
+        self._meta[slot] = None
+        del self._slot_of[m.flow_id]
+        self._free.append(slot)
+        self._pending_departed = True
+        record = FlowRecord(
+            flow_id=m.flow_id, src=m.src, dst=m.dst, size_bytes=m.size, sent_bytes=sent,
+            start_s=m.start, end_s=end, path=m.path, port=m.port, tag=m.tag, tenant=m.tenant,
+            weight=m.weight, stopped=stopped,
+        )
+        if end == now:
+            self.records.append(record)
+            m.event.succeed(record)
+        else:
+            arrive = self.env.timeout(end - now)
+            arrive.callbacks.append(lambda _ev: self._deliver(m.event, record))
+
+    def _deliver(self, event: FlowDone, record: FlowRecord) -> None:
+        self.records.append(record)
+        event.succeed(record)
+
+    def _on_timer(self, event: simpy.Event) -> None:
+        if event is not self._timer:
+            return  # superseded by an earlier completion time
+        self._timer = None
+        self._timer_at = math.inf
+        now = float(self.env.now)
+        due = np.flatnonzero(self._end <= now + _FINISH_RTOL * now)
+        if due.size == 0:
+            self._arm_timer()
+            return
+        # Finish in flow-id order so that ties are deterministic and readable.
+        for slot in sorted(due.tolist(), key=lambda s: self._meta[s].flow_id):
+            self._depart(int(slot), now, stopped=False)
+        self._schedule_resolve()
+
+    def _arm_timer(self) -> None:
+        t_next = float(self._end.min()) if self._end.size else math.inf
+        if t_next == math.inf or t_next >= self._timer_at:
+            # An earlier (or equal) timer is already queued; it re-arms when it fires.
+            return
+        now = self.env.now
+        self._timer_at = t_next
+        self._timer = self.env.timeout(max(t_next - now, 0.0))
+        self._timer.callbacks.append(self._on_timer)
+
+    def _resolve_now(self) -> None:
+        """Re-solve the rates touched by the changes since the last re-solve."""
+        if not self._pending:
+            return
+        self._pending = False
+        arrivals = self._arrivals
+        if not arrivals and not self._cap_changed and not self._pending_departed:
+            return
+        now = self.env.now
+        alive = self._alive
+        level_cut = self._safe_level()
+        if level_cut > 0:
+            keep = alive & ~self._new & (self._level < level_cut * (1.0 - _SAFE_RTOL))
+            solve = np.flatnonzero(alive & ~keep)
+            kept = np.flatnonzero(keep)
+            n1 = self._n_links + 1
+            used = np.bincount(self._paths[:, kept].ravel(),
+                               weights=np.tile(self._rate[kept], self._width), minlength=n1)
+            residual = np.maximum(self._cap - used[: self._n_links], 0.0)
+        else:
+            solve = np.flatnonzero(alive)
+            residual = self._cap
+        self.resolves += 1
+        rates = water_fill_columns(self._paths[:, solve], self._weight[solve], residual)
+        changed = rates != self._rate[solve]
+        if changed.any():
+            sl = solve[changed]
+            new_rate = rates[changed]
+            old_rate = self._rate[sl]
+            moved = old_rate * (now - self._t0[sl])
+            self._sent[sl] += moved
+            left = self._left[sl] - moved
+            self._left[sl] = left
+            self._t0[sl] = now
+            self._rate[sl] = new_rate
+            self._level[sl] = new_rate / self._weight[sl]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                self._end[sl] = np.where(new_rate > 0, now + left / new_rate, math.inf)
+        self._new[arrivals] = False
+        self._arrivals = []
+        self._cap_changed = []
+        self._dep_level = math.inf
+        self._pending_departed = False
+        self._arm_timer()
+        if self._monitor:
+            self._record_loads(now)
+
+    def _safe_level(self) -> float:
+        """The level below which no flow's rate can change (0 = re-solve everything).
+
+        Flows at a normalised rate strictly below it keep their rates: no link touched by a change
+        saturates below it, in the old filling (a link saturates at or above the level of every
+        flow on it) nor in the new one. The new saturation level of a link gaining flows (total
+        weight ``A``) or changing capacity (to ``c``), with its other flows frozen at their old
+        rates ``r_i`` (levels ``s_i`` ascending, weights ``w_i``), is the least ``x`` where the
+        concave fill curve ``sum_i min(r_i, w_i x) + A x`` reaches ``c``. The curve is the minimum
+        of the lines ``R_<j + x (W - W_<j)``, so that ``x`` is the largest of
+        ``(c - R_<j) / (W - W_<j)``.
+        """
+        cut = self._dep_level
+        touched = self._arrivals + self._cap_changed
+        if not touched:
+            return cut
+        n = self._n_links
+        is_touched = np.zeros(n + 1, dtype=bool)
+        arr = np.array(self._arrivals, dtype=np.intp)
+        arr_links = self._paths[:, arr].ravel()
+        is_touched[arr_links] = True
+        is_touched[self._cap_changed] = True
+        is_touched[n] = False
+        arriving_w = np.bincount(arr_links, weights=np.tile(self._weight[arr], self._width),
+                                 minlength=n + 1)
+        old = np.flatnonzero(self._alive & ~self._new)
+        P = self._paths[:, old]
+        hit = is_touched[P]
+        rows, cols = np.nonzero(hit)
+        link = P[rows, cols]
+        flows = old[cols]
+        lvl = self._level[flows]
+        order = np.lexsort((lvl, link))
+        link = link[order]
+        flows = flows[order]
+        lvl = lvl[order]
+        r = self._rate[flows]
+        w = self._weight[flows]
+        cap = np.append(self._cap, math.inf)
+        tl = np.flatnonzero(is_touched)
+        # Links with no old flow: the new flows alone fill them at c / A.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lone = cap[tl] / arriving_w[tl]
+        sigma = np.where(arriving_w[tl] > 0, lone, math.inf)
+        if link.size:
+            starts = np.flatnonzero(np.r_[True, link[1:] != link[:-1]])
+            counts = np.diff(np.r_[starts, link.size])
+            glinks = link[starts]
+            cr = np.cumsum(r)
+            cw = np.cumsum(w)
+            base_r = np.repeat(np.r_[0.0, cr][starts], counts)
+            base_w = np.repeat(np.r_[0.0, cw][starts], counts)
+            r_before = cr - r - base_r
+            w_before = cw - w - base_w
+            w_total = np.repeat(np.add.reduceat(w, starts), counts) + arriving_w[link]
+            c = cap[link]
+            terms = (c - r_before) / (w_total - w_before)
+            g_sigma = np.maximum.reduceat(terms, starts)
+            # The last line, past every old flow's level: slope A (may be 0).
+            r_all = np.add.reduceat(r, starts)
+            a = arriving_w[glinks]
+            cg = cap[glinks]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                tail = np.where(a > 0, (cg - r_all) / a,
+                                np.where(r_all < cg, math.inf, -math.inf))
+            g_sigma = np.maximum(g_sigma, tail)
+            # Old saturation level of a link whose capacity changed is at least its top level.
+            top = lvl[starts + counts - 1]
+            pos = np.searchsorted(tl, glinks)
+            sigma[pos] = g_sigma
+            capmask = np.zeros(n + 1, dtype=bool)
+            capmask[self._cap_changed] = True
+            cg_sel = capmask[glinks]
+            if cg_sel.any():
+                sigma[pos[cg_sel]] = np.minimum(sigma[pos[cg_sel]], top[cg_sel])
+        if sigma.size:
+            cut = min(cut, float(sigma.min()))
+        return max(cut, 0.0)
+
+    def _record_loads(self, now: float) -> None:
+        alive = np.flatnonzero(self._alive)
+        load = np.bincount(self._paths[:, alive].ravel(),
+                           weights=np.tile(self._rate[alive], self._width),
+                           minlength=self._n_links + 1)[: self._n_links]
+        diff = np.flatnonzero((load != self._last_load) | (self._cap != self._last_cap))
+        if diff.size:
+            self._mon_times.append(now)
+            self._mon_links.append(diff)
+            self._mon_load.append(load[diff])
+            self._mon_cap.append(self._cap[diff].copy())
+            self._last_load = load
+            self._last_cap = self._cap.copy()
