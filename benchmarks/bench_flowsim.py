@@ -1,0 +1,238 @@
+"""Benchmark flowsim's engine against the naive max-min baseline, in one run.
+
+Replays the two SimGrid reference workloads (``tests/data/leafspine128_10k_c{100,1000}.json``:
+10,000 flows on a 128-host leaf-spine, ~100 or ~1,000 at once, each flow starting when the flow
+it depends on ends) with :class:`flowsim.network.Network` and with the algorithm of
+``benchmarks/reference/naive_maxmin.py`` (full progressive filling at every event, pure Python),
+and prints flows per second, the speed ratio and the largest relative error against SimGrid's
+completion times. Absolute times drift between machines and runs; the ratio, measured in the
+same process, is the figure to quote.
+
+Then a memory check: a k=16 fat-tree (1,024 hosts) with 2,000 concurrent flows between random
+hosts, reporting time and peak traced memory.
+
+Usage::
+
+    python benchmarks/bench_flowsim.py            # full replay (the baseline takes minutes at c1000)
+    python benchmarks/bench_flowsim.py --quick 2000   # first 2,000 flows (and their dependencies)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import time
+import tracemalloc
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from flowsim.network import Network
+from flowsim.topology import Link, Node, Topology
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+
+
+def load_workload(name: str, limit: int | None = None) -> dict:
+    """Read a reference workload; with ``limit``, keep only its first ``limit`` flows.
+
+    Dependencies always point to earlier flows, so a prefix is a closed workload whose SimGrid
+    times are not those of the full run, only comparable between simulators run on it.
+    """
+    with open(DATA / name, encoding="utf-8") as fh:
+        data = json.load(fh)
+    if limit is not None:
+        for key in ("flows", "routes", "done"):
+            data[key] = data[key][:limit]
+        assert all(f[3] < len(data["flows"]) for f in data["flows"])
+    return data
+
+
+def leafspine_topology(cap_bytes_per_s: list[float]) -> Topology:
+    """The workloads' 128-host leaf-spine, with link ids in the files' order.
+
+    Links 0-127: host ``i`` up to leaf ``i // 16``; 128-255: leaf down to host ``i - 128``;
+    256-287: leaf ``l`` up to spine ``s`` at ``256 + 4 l + s``; 288-319: spine ``s`` down to leaf
+    ``l`` at ``288 + 8 s + l``. Capacities come from the file (bytes/s there, bits/s here).
+    """
+    hosts = [f"h{i}" for i in range(128)]
+    leaves = [f"leaf{i}" for i in range(8)]
+    spines = [f"spine{i}" for i in range(4)]
+    ends: list[tuple[str, str]] = []
+    ends += [(hosts[i], leaves[i // 16]) for i in range(128)]
+    ends += [(leaves[i // 16], hosts[i]) for i in range(128)]
+    ends += [(leaves[l_], spines[s]) for l_ in range(8) for s in range(4)]
+    ends += [(spines[s], leaves[l_]) for s in range(4) for l_ in range(8)]
+    links = tuple(
+        Link(i, a, b, float(cap_bytes_per_s[i]) * 8.0, 0.0) for i, (a, b) in enumerate(ends)
+    )
+    nodes = tuple(Node(h, "host") for h in hosts) + tuple(
+        Node(s, "switch") for s in leaves + spines
+    )
+    return Topology(nodes, links, name="leafspine128")
+
+
+def replay_flowsim(data: dict) -> tuple[list[float], Network]:
+    """Replay a workload with explicit routes; return each flow's completion time."""
+    topo = leafspine_topology(data["cap"])
+    net = Network(topo)
+    flows, routes = data["flows"], data["routes"]
+    kids: dict[int, list[int]] = defaultdict(list)
+    for i, f in enumerate(flows):
+        if f[3] >= 0:
+            kids[f[3]].append(i)
+    done = [math.nan] * len(flows)
+
+    def start(i: int) -> None:
+        src, dst, size, _dep = flows[i]
+        ev = net.start_flow(f"h{src}", f"h{dst}", float(size), path=routes[i], tag=str(i))
+        ev.callbacks.append(lambda e, i=i: finished(i, e.value))
+
+    def finished(i: int, rec) -> None:
+        done[i] = rec.end_s
+        for k in kids[i]:
+            start(k)
+
+    for i, f in enumerate(flows):
+        if f[3] < 0:
+            start(i)
+    net.env.run()
+    return done, net
+
+
+def replay_naive(data: dict) -> list[float]:
+    """The baseline's algorithm (benchmarks/reference/naive_maxmin.py), as a function."""
+    cap, flows, routes = data["cap"], data["flows"], data["routes"]
+
+    def maxmin(active):
+        cnt, rem = defaultdict(int), {}
+        for f in active:
+            for lk in routes[f]:
+                cnt[lk] += 1
+                rem[lk] = cap[lk]
+        rate, unfixed = {}, set(active)
+        while unfixed:
+            share = min(rem[lk] / c for lk, c in cnt.items() if c > 0)
+            sat = {lk for lk, c in cnt.items() if c > 0 and rem[lk] / c <= share * (1 + 1e-12)}
+            for f in [f for f in unfixed if any(lk in sat for lk in routes[f])]:
+                rate[f] = share
+                unfixed.discard(f)
+                for lk in routes[f]:
+                    cnt[lk] -= 1
+                    rem[lk] -= share
+            for lk in sat:
+                cnt[lk] = 0
+        return rate
+
+    kids = defaultdict(list)
+    for i, f in enumerate(flows):
+        if f[3] >= 0:
+            kids[f[3]].append(i)
+    t, left = 0.0, {}
+    for i, f in enumerate(flows):
+        if f[3] < 0:
+            left[i] = float(f[2])
+    done: list[float] = [math.nan] * len(flows)
+    while left:
+        r = maxmin(list(left))
+        dt = min(left[f] / r[f] for f in left)
+        t += dt
+        fin = [f for f in left if left[f] / r[f] <= dt * (1 + 1e-12)]
+        for f in left:
+            left[f] -= r[f] * dt
+        for f in fin:
+            del left[f]
+            done[f] = t
+            for k in kids[f]:
+                left[k] = float(flows[k][2])
+    return done
+
+
+def max_rel_err(a: list[float], b: list[float]) -> float:
+    x, y = np.asarray(a), np.asarray(b)
+    return float(np.max(np.abs(x - y) / y))
+
+
+def mean_duration(data: dict, done: list[float]) -> float:
+    """Mean of (end - start), the start being the dependency's end (or 0)."""
+    flows = data["flows"]
+    return float(np.mean([d - (done[f[3]] if f[3] >= 0 else 0.0) for d, f in zip(done, flows)]))
+
+
+def bench_workload(name: str, limit: int | None, repeat_naive: bool = True) -> dict:
+    data = load_workload(name, limit)
+    n = len(data["flows"])
+    t0 = time.perf_counter()
+    done, net = replay_flowsim(data)
+    t_fs = time.perf_counter() - t0
+    row = {"workload": name, "flows": n, "flowsim_s": t_fs, "flowsim_flows_per_s": n / t_fs,
+           "resolves": net.resolves}
+    if limit is None:
+        row["err_vs_simgrid"] = max_rel_err(done, data["done"])
+        row["mean_dur_rel_diff_vs_simgrid"] = abs(
+            mean_duration(data, done) / mean_duration(data, data["done"]) - 1
+        )
+    if repeat_naive:
+        t0 = time.perf_counter()
+        ref = replay_naive(data)
+        t_nv = time.perf_counter() - t0
+        row.update(naive_s=t_nv, naive_flows_per_s=n / t_nv, speedup=t_nv / t_fs,
+                   err_vs_naive=max_rel_err(done, ref))
+    return row
+
+
+def fat_tree_memory(n_flows: int = 2000, k: int = 16, seed: int = 1) -> dict:
+    """Start ``n_flows`` flows at once on a k-ary fat-tree and run them to completion."""
+    from flowsim.topologies import fat_tree
+
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    topo = fat_tree(k)
+    net = Network(topo, seed=seed)
+    rng = random.Random(seed)
+    hosts = topo.hosts
+    for i in range(n_flows):
+        src, dst = rng.sample(hosts, 2)
+        net.start_flow(src, dst, rng.uniform(1e6, 1e8), port=i)
+    net.env.run()
+    elapsed = time.perf_counter() - t0
+    _cur, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {"hosts": len(hosts), "links": len(topo.links), "flows": n_flows,
+            "finished": len(net.records), "seconds": elapsed, "peak_mib": peak / 2**20,
+            "resolves": net.resolves}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", type=int, default=None, metavar="N",
+                        help="replay only the first N flows of each workload (both simulators)")
+    parser.add_argument("--no-naive", action="store_true", help="skip the naive baseline")
+    parser.add_argument("--no-memory", action="store_true", help="skip the fat-tree memory check")
+    parser.add_argument("--workloads", nargs="*", default=["c100", "c1000"],
+                        choices=["c100", "c1000"])
+    args = parser.parse_args(argv)
+    print(f"{'workload':<10} {'flows':>6} {'flowsim f/s':>12} {'naive f/s':>10} {'ratio':>7} "
+          f"{'max err vs SimGrid':>19} {'mean-dur diff':>14} {'err vs naive':>13}")
+    for wl in args.workloads:
+        row = bench_workload(f"leafspine128_10k_{wl}.json", args.quick,
+                             repeat_naive=not args.no_naive)
+        print(f"{wl:<10} {row['flows']:>6} {row['flowsim_flows_per_s']:>12.0f} "
+              f"{row.get('naive_flows_per_s', math.nan):>10.0f} {row.get('speedup', math.nan):>6.1f}x "
+              f"{row.get('err_vs_simgrid', math.nan):>19.2e} "
+              f"{row.get('mean_dur_rel_diff_vs_simgrid', math.nan):>14.2e} "
+              f"{row.get('err_vs_naive', math.nan):>13.2e}", flush=True)
+    if not args.no_memory:
+        m = fat_tree_memory()
+        print(f"fat-tree k=16: {m['hosts']} hosts, {m['links']} links, {m['flows']} concurrent "
+              f"flows ({m['finished']} finished, {m['resolves']} re-solves) in "
+              f"{m['seconds']:.1f} s, peak traced memory {m['peak_mib']:.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
