@@ -12,7 +12,10 @@ connections on ports ``0 .. connections-1``; in every epoch each flow picks one 
 (a numpy ``Generator`` seeded from the job's seed), so the ECMP hash, and with it the path,
 changes from epoch to epoch. With ``connections=1`` every flow keeps one path for the whole run.
 
-Not modelled (yet): NCCL-style pipelining of a flow into slices; flows are whole messages.
+Pipelining (off by default, ``slices=1``): with ``slices=S`` every flow is cut into ``S`` equal
+slices sent one after another on its connection, NCCL-style; slice ``k`` of a flow may start once
+slice ``k`` of every flow it depends on has ended and its own slice ``k-1`` has been sent. A
+flow's observed start is its first slice's start and its end its last slice's end.
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ class SimBackend:
         Seeds the per-epoch port choice.
     tenant : str
         Label of this job's flows in ``network.records``.
+    slices : int
+        NCCL-style pipelining: each flow is sent as this many sequential slices (module
+        docstring); 1 (default) sends whole flows, which is what the other backends do.
     """
 
     def __init__(
@@ -61,6 +67,7 @@ class SimBackend:
         compute_gap_s: float = 0.0,
         seed: int = 0,
         tenant: str = "job",
+        slices: int = 1,
     ) -> None:
         hosts = tuple(hosts)
         if len(set(hosts)) != len(hosts):
@@ -80,12 +87,15 @@ class SimBackend:
             raise ReactError(
                 f"SimBackend: compute_gap_s must be a non-negative number, got {compute_gap_s!r}"
             )
+        if not (isinstance(slices, int) and slices >= 1):
+            raise ReactError(f"SimBackend: slices must be a positive integer, got {slices!r}")
         self.network = network
         self.hosts = hosts
         self.message_bytes = float(message_bytes)
         self.connections = connections
         self.compute_gap_s = float(compute_gap_s)
         self.tenant = tenant
+        self.slices = slices
         self._rng = np.random.default_rng(seed)
         self._epochs_run = 0
 
@@ -110,44 +120,53 @@ class SimBackend:
         host = self._host_of(pattern)
         flows = pattern.flows
         deps = pattern.dependencies()
-        waiting = [len(d) for d in deps]
-        dependents: list[list[int]] = [[] for _ in flows]
+        slices = self.slices
+        # A unit is slice k of flow i, numbered i * slices + k.
+        waiting = [len(d) + (k > 0) for d in deps for k in range(slices)]
+        dependents: list[list[int]] = [[] for _ in waiting]
         for i, d in enumerate(deps):
-            for j in d:
-                dependents[j].append(i)
+            for k in range(slices):
+                for j in d:
+                    dependents[j * slices + k].append(i * slices + k)
+                if k + 1 < slices:
+                    dependents[i * slices + k].append(i * slices + k + 1)
         ports = self._rng.integers(0, self.connections, size=len(flows))
         sizes = [pattern.flow_bytes(f, self.message_bytes) for f in flows]
         t0 = float(env.now)
         start = [0.0] * len(flows)
         end = [0.0] * len(flows)
-        left = [len(flows)]
+        left = [len(waiting)]
         done = env.event()
         tag = f"epoch{self._epochs_run}"
 
-        def launch(i: int) -> None:
+        def launch(unit: int) -> None:
+            i, k = divmod(unit, slices)
             f = flows[i]
-            start[i] = float(env.now)
+            if k == 0:
+                start[i] = float(env.now)
             event = self.network.start_flow(
-                host[f.src], host[f.dst], sizes[i], port=int(ports[i]), tag=tag,
+                host[f.src], host[f.dst], sizes[i] / slices, port=int(ports[i]), tag=tag,
                 tenant=self.tenant,
             )
-            event.callbacks.append(lambda ev, i=i: finished(i, ev.value.end_s))
+            event.callbacks.append(lambda ev, unit=unit: finished(unit, ev.value.end_s))
 
-        def finished(i: int, end_s: float) -> None:
-            end[i] = end_s
-            for k in dependents[i]:
-                waiting[k] -= 1
-                if waiting[k] == 0:
-                    launch(k)
+        def finished(unit: int, end_s: float) -> None:
+            i, k = divmod(unit, slices)
+            if k == slices - 1:
+                end[i] = end_s
+            for nxt in dependents[unit]:
+                waiting[nxt] -= 1
+                if waiting[nxt] == 0:
+                    launch(nxt)
             left[0] -= 1
             if left[0] == 0:
                 done.succeed()
 
         if not flows:
             done.succeed()
-        for i in range(len(flows)):
-            if waiting[i] == 0:
-                launch(i)
+        for unit, count in enumerate(waiting):
+            if count == 0:
+                launch(unit)
         yield done
         finish = max(end, default=t0)
         timings = tuple(
