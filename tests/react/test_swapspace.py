@@ -1,0 +1,254 @@
+"""Tests for react.swapspace: the paper's Fig. 1 example, a brute-force reference, properties."""
+
+import random
+
+import pytest
+
+import react.swapspace as swapspace_module
+from react.errors import PatternError
+from react.pattern import Chunk, Flow, Pattern
+from react.patterns import GENERATORS, allreduce_double_binary_tree, allreduce_ring
+from react.swapspace import SwapSpace
+from react.transforms import ChunkLocalSwap, GlobalSwap, PositionSwap
+from react.verify import first_violation, verify
+
+
+@pytest.fixture(scope="module")
+def dtree16():
+    return allreduce_double_binary_tree(16)
+
+
+@pytest.fixture(scope="module")
+def space16(dtree16):
+    return SwapSpace(dtree16)
+
+
+# -- the paper's example (§4.3, Fig. 1) ----------------------------------------------------------
+def test_fig1_swap_3_2_in_tree_t1_is_viable_and_preferred(dtree16, space16):
+    # In T1 (chunk graph 1) rank 3 aggregates 5 and 1 at step 2; T1's leaves are even ranks.
+    assert {(f.src, f.dst) for f in dtree16.flows if f.step == 2 and f.chunks == (1,)
+            and f.op == "reduce" and f.dst == 3} == {(5, 3), (1, 3)}
+    swap = ChunkLocalSwap(1, 3, 2)
+    assert swap in space16.swaps_for(3, kind="chunk_local", graph=1)
+    assert swap in space16.preferred(3, direction="in")
+    assert swap in space16.preferred(3)
+    # After it, 3 receives nothing in the reduce phase (steps 1..4) of either tree.
+    after = swap.apply(dtree16)
+    assert [f for f in after.flows if f.dst == 3 and f.op == "reduce"] == []
+    verify(after)
+
+
+def test_fig1_swaps_3_4_and_3_12_in_tree_t1_are_pruned(dtree16, space16):
+    # Rank 4 receives from 2 and 6 in T0 at step 2; taking 3's place in T1 it would also
+    # receive from 5 and 1 at step 2: in-degree 4 > max(deg(2,3), deg(2,4)) = 2. Same for 12
+    # (10 and 14 in T0).
+    assert dtree16.degree(2, 4) == (2, 0) and dtree16.degree(2, 12) == (2, 0)
+    assert ChunkLocalSwap(1, 3, 4).apply(dtree16).degree(2, 4)[0] == 4
+    local = space16.swaps_for(3, kind="chunk_local", graph=1)
+    assert ChunkLocalSwap(1, 3, 4) not in local
+    assert ChunkLocalSwap(1, 3, 12) not in local
+    # Both still verify: they are removed by the degree rule, not by the meaning.
+    assert first_violation(ChunkLocalSwap(1, 3, 4).apply(dtree16)) is None
+
+
+def test_fig1_degree_rule_allows_the_doubled_leaf_out_degree(dtree16):
+    # After 3<->2 in T1, 3 is a leaf of both trees: out-degree 2 at step 1. Allowed because
+    # deg(1, 2) = 2 before (2 receives 1 and 3 in T0).
+    after = ChunkLocalSwap(1, 3, 2).apply(dtree16)
+    assert after.degree(1, 3) == (0, 2)
+    assert max(dtree16.degree(1, 2)) == 2
+
+
+def test_candidates_put_position_before_chunk_local_before_global_preferred_first(space16):
+    cands = space16.candidates(3, graph=1)
+    kinds = [s.kind for s in cands]
+    assert kinds == sorted(kinds, key=["position", "chunk_local", "global"].index)
+    base = space16.load(3)
+    for kind in ("position", "chunk_local", "global"):
+        flags = [space16.load_after(3, s) < base for s in cands if s.kind == kind]
+        assert flags == sorted(flags, reverse=True)  # preferred (True) first
+    assert all(s.graph in (1, None) for s in cands)
+    # A step restricts position windows to those that contain it.
+    assert all(s.first_step <= 2 <= s.last_step
+               for s in space16.candidates(3, graph=1, step=2) if isinstance(s, PositionSwap))
+
+
+def test_load_after_matches_the_swapped_pattern(dtree16, space16):
+    for swap in space16.swaps_for(3)[:60]:
+        after = swap.apply(dtree16)
+        for direction, pick in (("any", max), ("in", lambda d: d[0]), ("out", lambda d: d[1])):
+            expected = sum(pick(after.degree(t, 3)) for t in range(1, after.num_steps + 1))
+            assert space16.load_after(3, swap, direction) == expected
+
+
+# -- a brute-force reference -------------------------------------------------------------------
+def _deg(pattern, t, r):
+    return max(pattern.degree(t, r))
+
+
+def _reference(pattern):
+    """Every candidate tried by applying it and replaying the whole pattern (appendix A.3)."""
+    space = SwapSpace(pattern)
+    graphs = range(len(pattern.chunk_graphs()))
+    windows = {g: space._tables[g].phases for g in graphs}
+    expected = set()
+    ranks = pattern.ranks
+    for x in ranks:
+        for y in ranks:
+            if x == y:
+                continue
+            cands = [GlobalSwap(x, y)]
+            for g in graphs:
+                involved = {r for i in pattern.flows_of_chunk_graph(g)
+                            for r in (pattern.flows[i].src, pattern.flows[i].dst)}
+                if x in involved or y in involved:
+                    cands.append(ChunkLocalSwap(g, x, y))
+                if len(windows[g]) > 1:
+                    for t1, t2 in windows[g]:
+                        inside = {r for i in pattern.flows_of_chunk_graph(g)
+                                  for r in (pattern.flows[i].src, pattern.flows[i].dst)
+                                  if t1 <= pattern.flows[i].step <= t2}
+                        if x in inside or y in inside:
+                            cands.append(PositionSwap(g, x, y, t1, t2))
+            for swap in cands:
+                try:
+                    after = swap.apply(pattern)
+                except PatternError:
+                    continue  # a global swap of ranks owning different numbers of chunks
+                if first_violation(after) is not None:
+                    continue
+                steps = range(1, max(pattern.num_steps, after.num_steps) + 1)
+                if all(
+                    _deg(after, t, r) <= max(_deg(pattern, t, x), _deg(pattern, t, y))
+                    for t in steps for r in (x, y)
+                ):
+                    expected.add(swap)
+    return space, expected
+
+
+@pytest.mark.parametrize("name", sorted(GENERATORS))
+@pytest.mark.parametrize("n", [4, 5, 8])
+def test_space_equals_brute_force(name, n):
+    pattern = GENERATORS[name](n)
+    space, expected = _reference(pattern)
+    got = {s for r in pattern.ranks for s in space.swaps_for(r)}
+    assert got == expected
+
+
+@pytest.mark.parametrize("name", ["allreduce_ring", "allreduce_double_binary_tree"])
+def test_symmetry_gives_the_same_space_as_direct_computation(name, monkeypatch):
+    pattern = GENERATORS[name](12)
+    with_symmetry = SwapSpace(pattern)
+    assert any(rep != c for c, (rep, _, _) in enumerate(with_symmetry._orbit))
+    monkeypatch.setattr(
+        swapspace_module, "_symmetry",
+        lambda p, pos, arrays: [(c, None, None) for c in range(p.n)],
+    )
+    direct = SwapSpace(pattern)
+    for r in pattern.ranks:
+        assert with_symmetry.swaps_for(r) == direct.swaps_for(r)
+
+
+def test_replay_verdicts_agree_with_the_verifier_on_every_window():
+    # The incremental replay and the no-replay verdicts, on every pair and window, including
+    # those the degree rule prunes (the space never asks for them).
+    for pattern in (allreduce_double_binary_tree(7), GENERATORS["allreduce_halving_doubling"](8),
+                    allreduce_ring(5), GENERATORS["broadcast_binary_tree"](6)):
+        space = SwapSpace(pattern)
+        for g, table in enumerate(space._tables):
+            replay = space._replay(g)
+            windows = [table.span] + list(table.phases)
+            for t1, t2 in windows:
+                for x in range(pattern.n):
+                    fixed = space._meaning_fixed_vec(g, x)
+                    proven, rejected = replay.verdicts(x, t1, t2, fixed)
+                    for y in range(pattern.n):
+                        if x == y:
+                            continue
+                        swap = PositionSwap(g, pattern.ranks[x], pattern.ranks[y], t1, t2)
+                        truth = first_violation(swap.apply(pattern), pattern.chunk_graphs()[g])
+                        assert replay.viable(x, y, t1, t2) == (truth is None), swap
+                        if proven[y]:
+                            assert truth is None, swap
+                        if rejected[y]:
+                            assert truth is not None, swap
+
+
+# -- properties ----------------------------------------------------------------------------------
+def _random_walk(pattern, steps, seed):
+    """Apply ``steps`` random swaps drawn from the space, each from a fresh space of the
+    current pattern (lazy: only the drawn rank's swaps are computed); all must verify."""
+    rng = random.Random(seed)
+    applied = 0
+    while applied < steps:
+        space = SwapSpace(pattern, check=False)
+        rank = rng.choice(pattern.ranks)
+        swaps = space.swaps_for(rank)
+        if not swaps:
+            continue
+        swap = rng.choice(swaps)
+        pattern = swap.apply(pattern)
+        problem = first_violation(pattern)
+        assert problem is None, f"after {applied} swaps, {swap.describe()}: {problem}"
+        applied += 1
+    return pattern
+
+
+_WALK_PATTERNS = [
+    ("allreduce_double_binary_tree", 16),
+    ("allreduce_ring", 8),
+    ("allgather_recursive_doubling", 8),
+    ("broadcast_binary_tree", 9),
+    ("reduce_scatter_ring", 6),
+]
+
+
+@pytest.mark.parametrize("name, n", _WALK_PATTERNS)
+def test_random_swaps_in_sequence_all_verify(name, n):
+    _random_walk(GENERATORS[name](n), 200, seed=n)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, n", _WALK_PATTERNS)
+def test_ten_thousand_random_swaps_in_sequence_all_verify(name, n):
+    _random_walk(GENERATORS[name](n), 2000, seed=n)
+
+
+def test_one_thousand_random_swaps_on_the_double_tree_verify():
+    _random_walk(allreduce_double_binary_tree(16), 1000, seed=1)
+
+
+@pytest.mark.slow
+def test_ten_thousand_random_swaps_on_the_double_tree_verify():
+    _random_walk(allreduce_double_binary_tree(16), 10_000, seed=2)
+
+
+# -- bad input -----------------------------------------------------------------------------------
+def test_space_of_an_invalid_pattern_raises():
+    flows = [Flow(1, 0, 1, (0,), "reduce")]  # rank 0 never receives the sum
+    bad = Pattern("allreduce", (0, 1), (Chunk(0, 1.0),), flows)
+    with pytest.raises(PatternError, match="not valid"):
+        SwapSpace(bad)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda s: s.swaps_for(99), "rank 99"),
+        (lambda s: s.swaps_for(3, kind="diagonal"), "'diagonal'"),
+        (lambda s: s.swaps_for(3, graph=7), "chunk graph 7"),
+        (lambda s: s.preferred(3, direction="sideways"), "'sideways'"),
+        (lambda s: s.load_after(5, GlobalSwap(3, 2)), "rank 5"),
+    ],
+)
+def test_bad_queries_raise(space16, call, message):
+    with pytest.raises(PatternError, match=message):
+        call(space16)
+
+
+def test_counts_and_describe(space16):
+    counts = space16.counts(3)
+    assert counts == {k: len(space16.swaps_for(3, kind=k)) for k in counts}
+    text = space16.describe(3)
+    assert "chunk-local swap 3<->2 in chunk graph 1" in text
+    assert "rank 3" in text
