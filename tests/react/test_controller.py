@@ -1,0 +1,119 @@
+"""The controller's state machine: parameters, try/keep/revert/settle, reasons."""
+
+import pytest
+
+from flowsim.network import Network
+from flowsim.topologies import star
+from flowsim.traffic import long_lived
+from react.backends.sim import SimBackend
+from react.controller import ConfigError, Controller, ControllerConfig
+from react.errors import ReactError
+from react.patterns import allreduce_double_binary_tree
+
+
+def batch(pattern, into=3, p=2, epochs=6):
+    """Run ``pattern`` (8 ranks, 20 MB) on a star with ``p`` endless flows into rank ``into``."""
+    net = Network(star(9))
+    for port in range(p):
+        long_lived(net, "h8", f"h{into}", port=port)
+    return SimBackend(net, [f"h{i}" for i in range(8)], 20e6, connections=1).run_epochs(
+        pattern, epochs
+    )
+
+
+def test_config_defaults_are_table_3():
+    cfg = ControllerConfig()
+    assert (cfg.batch_epochs, cfg.delta1, cfg.delta2, cfg.trials, cfg.epsilon,
+            cfg.history_epochs, cfg.exploration_rounds, cfg.revert_threshold) == (
+        6, 0.2, 0.15, 15, 0.05, 60, 5, 0.05)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"batch_epochs": 0}, "batch_epochs must be >= 1, got 0"),
+        ({"delta1": 1.5}, "delta1 must be a number in"),
+        ({"trials": 2.5}, "trials must be an integer"),
+        ({"epsilon": "x"}, "epsilon"),
+    ],
+)
+def test_config_rejects_bad_values(values, message):
+    with pytest.raises(ConfigError, match=message):
+        ControllerConfig(**values)
+
+
+def test_config_from_mapping_rejects_unknown_key():
+    with pytest.raises(ConfigError, match="unknown parameter 'batch'; expected one of .*batch_epochs"):
+        ControllerConfig.from_mapping({"batch": 6}, where="jobs.0.react")
+
+
+def test_no_congestion_keeps_the_pattern():
+    tree = allreduce_double_binary_tree(8)
+    decision = Controller(tree).observe(batch(tree, p=0))
+    assert decision.action == "keep" and decision.pattern == tree
+    assert "no congestion" in decision.reason
+
+
+def test_congestion_leads_to_a_trial_with_a_reason():
+    tree = allreduce_double_binary_tree(8)
+    decision = Controller(tree).observe(batch(tree))
+    assert decision.action == "try" and decision.swaps
+    assert decision.pattern != tree
+    assert decision.estimated_gain > 0.05
+    # The reason names a congested flow into rank 3, its kind, and the accepted swap.
+    assert "->3" in decision.reason and "steady congested" in decision.reason
+    assert decision.swaps[0].describe() in decision.reason
+
+
+def test_a_trial_that_does_not_pay_off_is_reverted_and_not_retried():
+    tree = allreduce_double_binary_tree(8)
+    ctl = Controller(tree, ControllerConfig(seed=1))
+    first = ctl.observe(batch(tree))
+    # Make the tried pattern look much worse: far more congestion during its batch.
+    second = ctl.observe(batch(first.pattern, p=12))
+    assert second.action in ("revert", "revert_try")
+    assert second.observed_gain < 0
+    assert "reverted" in second.reason
+    if second.action == "revert_try":
+        assert set(second.swaps).isdisjoint(first.swaps) or second.pattern != first.pattern
+    else:
+        assert second.pattern == tree
+
+
+def test_a_trial_that_pays_off_is_kept():
+    tree = allreduce_double_binary_tree(8)
+    ctl = Controller(tree)
+    first = ctl.observe(batch(tree))
+    second = ctl.observe(batch(first.pattern))
+    assert second.observed_gain > 0.05
+    assert second.reason.startswith("kept")
+
+
+def test_settles_after_emax_reverts_then_explores_again():
+    tree = allreduce_double_binary_tree(8)
+    ctl = Controller(tree, ControllerConfig(exploration_rounds=1))
+    first = ctl.observe(batch(tree))
+    assert first.action == "try"
+    second = ctl.observe(batch(first.pattern, p=12))
+    assert second.action == "revert" and "settling" in second.reason
+    # exploration_rounds = 1 quiet batch later it explores again.
+    third = ctl.observe(batch(tree))
+    assert "exploring again" in third.reason
+
+
+def test_observe_rejects_an_empty_batch_and_foreign_batches():
+    tree = allreduce_double_binary_tree(8)
+    ctl = Controller(tree)
+    with pytest.raises(ReactError, match="empty"):
+        ctl.observe([])
+    other = allreduce_double_binary_tree(8).with_flows(tree.flows[:-1])
+    with pytest.raises(ReactError, match="did not run this pattern"):
+        ctl.observe(batch(other))
+
+
+def test_same_seed_same_decisions():
+    tree = allreduce_double_binary_tree(8)
+    observed = batch(tree)
+    a = Controller(tree, ControllerConfig(seed=7)).observe(observed)
+    b = Controller(tree, ControllerConfig(seed=7)).observe(observed)
+    assert (a.swaps, a.reason) == (b.swaps, b.reason)
