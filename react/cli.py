@@ -1,0 +1,322 @@
+"""The ``react`` command: run scenarios, watch the paper's worked example, inspect patterns.
+
+``react demo`` tells the §4.3 story end to end on the simulator; ``react run SCENARIO`` runs a
+scenario file (:mod:`react.scenario`) with a progress bar and prints per-job tables and the
+controller's decisions; ``react patterns`` lists, shows, verifies and draws pattern generators.
+This module (with :mod:`react.report` for the tables) is the only place that prints.
+
+Bad input (a missing or invalid scenario, a bad number) prints one line ``react: error: ...`` on
+stderr and exits with status 2; ``--debug`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import re
+import sys
+import textwrap
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from flowsim.errors import FlowsimError
+from react import report
+from react.errors import ReactError
+
+__all__ = ["build_parser", "main"]
+
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+
+
+class _UsageError(Exception):
+    """Bad command-line input; reported in one line with exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    # argparse prints the whole usage and exits from inside parse_args; report one line instead.
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+# -- parser ----------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``react`` command."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true",
+                        help="on an error, show the Python traceback too")
+    parser = _Parser(
+        prog="react",
+        description="REACT: runtime congestion-aware tuning of collective patterns, on a "
+                    "max-min fair flow simulator.",
+        epilog="Start with 'react demo'. Run 'react COMMAND --help' for a command's options.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    run = sub.add_parser(
+        "run", parents=[common], help="run a scenario file and print tables and decisions",
+        description="Run a scenario (TOML, see react/scenario.py or experiments/scenarios/) on "
+                    "the simulator: a progress bar, a table per job (mean and p95 collective "
+                    "time, mean algorithm bandwidth after the warm-up), then every controller "
+                    "decision.",
+        epilog="Example: react run experiments/scenarios/closed_loop_star.toml --compare",
+    )
+    run.add_argument("scenario", metavar="SCENARIO", help="scenario TOML file")
+    run.add_argument("--compare", action="store_true",
+                     help="run without and with REACT (same seeds) and show both side by side")
+    run.add_argument("--epochs", type=_positive_int, metavar="N",
+                     help="run every job N epochs instead of the file's value")
+    run.add_argument("--warmup", type=_count, default=report.DEFAULT_WARMUP, metavar="N",
+                     help=f"epochs left out of the statistics (default {report.DEFAULT_WARMUP}; "
+                          "all epochs count when a job runs no more than N)")
+    run.add_argument("--json", metavar="OUT", help="write summaries, epochs and decisions as JSON")
+    run.add_argument("--csv", metavar="OUT", help="write one row per job and epoch as CSV")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.set_defaults(handler=_cmd_run)
+
+    demo = sub.add_parser(
+        "demo", parents=[common], help="the paper's worked example (§4.3), narrated",
+        description="16 ranks on one switch run NCCL's dual binary tree AllReduce; two external "
+                    "flows congest rank 3. See what congestion costs, what REACT detects, which "
+                    "swap it picks and what that saves, then REACT in a closed loop. Saves a "
+                    "before/after TEN picture and a timeline plot.",
+    )
+    demo.add_argument("--out", metavar="DIR", default="react-demo",
+                      help="folder for the pictures (default ./react-demo)")
+    demo.add_argument("--epochs", type=_positive_int, default=60, metavar="N",
+                      help="epochs of the closed-loop part (default 60)")
+    demo.set_defaults(handler=_cmd_demo)
+
+    pat = sub.add_parser(
+        "patterns", parents=[common], help="list pattern generators; show, verify or draw one",
+        description="Without a subcommand: list the pattern generators a scenario can name.",
+        epilog="Example: react patterns show allreduce_double_binary_tree 8",
+    )
+    pat.set_defaults(handler=_cmd_patterns_list)
+    psub = pat.add_subparsers(dest="action", metavar="ACTION")
+    for name, help_text, handler in (
+        ("show", "print a pattern step by step", _cmd_patterns_show),
+        ("verify", "check that a pattern implements its collective", _cmd_patterns_verify),
+        ("draw", "draw a pattern's TEN to an image file", _cmd_patterns_draw),
+    ):
+        p = psub.add_parser(name, parents=[common], help=help_text, description=help_text)
+        p.add_argument("name", metavar="NAME", help="a generator name (see 'react patterns')")
+        p.add_argument("n", metavar="N", type=_positive_int, help="number of ranks")
+        if name == "draw":
+            p.add_argument("--out", metavar="FILE", required=True, help="image file to write")
+        p.set_defaults(handler=handler)
+    return parser
+
+
+# -- run -------------------------------------------------------------------------------------------
+def _progress(total: int, enabled: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="epoch", file=sys.stderr, disable=not enabled, leave=False,
+                dynamic_ncols=True)
+
+
+def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
+    from react.scenario import compare_scenario, load_scenario, run_scenario
+
+    scenario = load_scenario(args.scenario)
+    if args.epochs is not None:
+        scenario = scenario.with_epochs(args.epochs)
+    total = sum(j.epochs for j in scenario.jobs) * (2 if args.compare else 1)
+    _print_header(scenario, out)
+    with _progress(total, not args.no_progress) as bar:
+        def tick(_job: str, _epoch: int) -> None:
+            bar.update(1)
+
+        if args.compare:
+            both = compare_scenario(scenario, on_epoch=tick)
+        else:
+            plain = run_scenario(scenario, on_epoch=tick)
+    decisions: list[dict[str, Any]] = []
+    if args.compare:
+        off = [report.summarise(r, react=False, warmup=args.warmup) for r in both.off.values()]
+        on = [report.summarise(r, react=True, warmup=args.warmup) for r in both.on.values()]
+        summaries = off + on
+        table = report.comparison_table(off, on)
+        rows = report.epoch_rows(both.off, react=False) + report.epoch_rows(both.on, react=True)
+        decided = both.on
+    else:
+        react_of = {j.name: j.react for j in scenario.jobs}
+        summaries = [report.summarise(r, react=react_of[n], warmup=args.warmup)
+                     for n, r in plain.items()]
+        table = report.summary_table(summaries)
+        rows = [row for n, r in plain.items()
+                for row in report.epoch_rows({n: r}, react=react_of[n])]
+        decided = {n: r for n, r in plain.items() if react_of[n]}
+    print(file=out)
+    for line in table:
+        print(line, file=out)
+    for name, run in decided.items():
+        print(file=out)
+        for line in report.decision_lines(run):
+            print(line, file=out)
+        decisions.extend(report.decision_record(name, d) for d in run.decisions)
+    written = []
+    if args.json:
+        report.write_json(args.json, scenario=scenario.name, warmup=args.warmup,
+                          summaries=summaries, rows=rows, decisions=decisions)
+        written.append(args.json)
+    if args.csv:
+        report.write_csv(args.csv, rows)
+        written.append(args.csv)
+    if written:
+        print(file=out)
+        print("wrote " + ", ".join(written), file=out)
+    return 0
+
+
+def _print_header(scenario: Any, out: TextIO) -> None:
+    print(f"scenario {scenario.name}: {scenario.description or scenario.source}", file=out)
+    print(f"  topology  {scenario.topology.name}, ECMP seed {scenario.seed}", file=out)
+    for j in scenario.jobs:
+        hosts = ", ".join(j.hosts[:4]) + (", ..." if len(j.hosts) > 4 else "")
+        print(f"  job {j.name}: {j.collective}, {j.ranks} ranks on {hosts}; "
+              f"{j.message_bytes / 1e6:g} MB, {j.epochs} epochs, REACT "
+              f"{'on' if j.react else 'off'}", file=out)
+    for b in scenario.background:
+        print(f"  background {b.kind} {b.src} -> {b.dst} x{b.p}", file=out)
+    for f in scenario.failures:
+        until = f" until {f.recover_s:g} s" if f.recover_s is not None else ""
+        print(f"  failure {f.src}->{f.dst} at {f.capacity_bps / 1e9:g} Gb/s from {f.at_s:g} s"
+              f"{until}", file=out)
+
+
+# -- patterns --------------------------------------------------------------------------------------
+def _first_line(func: Any) -> str:
+    """The first sentence of a docstring, without reStructuredText markup."""
+    doc = inspect.getdoc(func) or ""
+    text = " ".join(doc.split("\n\n")[0].split())
+    text = re.sub(r":\w+:`~?([^`]*)`", r"\1", text).replace("``", "")
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
+
+
+def _cmd_patterns_list(args: argparse.Namespace, out: TextIO) -> int:
+    from react.patterns import GENERATORS
+
+    width = max(len(n) for n in GENERATORS)
+    for name in sorted(GENERATORS):
+        print(f"{name:<{width}}  {_first_line(GENERATORS[name])}", file=out)
+    return 0
+
+
+def _pattern(args: argparse.Namespace) -> Any:
+    from react.patterns import generator
+
+    if args.n < 2:
+        raise _UsageError(f"N must be at least 2 ranks, got {args.n}")
+    return generator(args.name)(args.n)
+
+
+def _cmd_patterns_show(args: argparse.Namespace, out: TextIO) -> int:
+    print(_pattern(args).describe(), file=out)
+    return 0
+
+
+def _cmd_patterns_verify(args: argparse.Namespace, out: TextIO) -> int:
+    from react.errors import PatternError
+    from react.verify import verify
+
+    pattern = _pattern(args)
+    try:
+        verify(pattern)
+    except PatternError as exc:
+        print(f"react: {args.name}({args.n}) FAILS verification: {exc}", file=out)
+        return EXIT_FAILED
+    print(f"ok: {args.name}({args.n}) implements its {pattern.kind} over {pattern.n} ranks "
+          f"({len(pattern.flows)} flows in {pattern.num_steps} steps)", file=out)
+    return 0
+
+
+def _draw_module() -> Any:
+    try:
+        from react import draw
+    except ImportError as exc:
+        raise _UsageError(f"drawing is not available: react.draw cannot be imported ({exc})"
+                          ) from None
+    return draw
+
+
+def _cmd_patterns_draw(args: argparse.Namespace, out: TextIO) -> int:
+    draw = _draw_module()
+    pattern = _pattern(args)
+    draw.draw(pattern, path=args.out)
+    print(f"wrote {args.out}", file=out)
+    return 0
+
+
+# -- demo ------------------------------------------------------------------------------------------
+def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
+    from react.demo import narrate
+
+    for paragraph in narrate(Path(args.out), epochs=args.epochs):
+        for line in paragraph.splitlines() or [""]:
+            indent = " " * (len(line) - len(line.lstrip()))
+            print(textwrap.fill(line, width=100, subsequent_indent=indent + "  ")
+                  if len(line) > 100 else line, file=out)
+        print(file=out)
+        out.flush()
+    return 0
+
+
+# -- entry point -----------------------------------------------------------------------------------
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``react`` command; return its exit status (0 ok, 1 a check failed, 2 bad input).
+
+    Errors in the user's input (bad options, a missing or invalid scenario, bad numbers) are
+    reported as one line on stderr, without a traceback unless ``--debug`` is given.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return int(args.handler(args, sys.stdout))
+    except BrokenPipeError:  # output piped into e.g. head, which has stopped reading
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0) if isinstance(exc.code, int | None) else EXIT_USAGE
+    except (_UsageError, ReactError, FlowsimError, OSError) as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"react: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.strerror or exc}: {os.fsdecode(exc.filename)!r}"
+    return " ".join(str(exc).split())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
