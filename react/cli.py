@@ -215,8 +215,8 @@ def _first_line(func: Any) -> str:
     doc = inspect.getdoc(func) or ""
     text = " ".join(doc.split("\n\n")[0].split())
     text = re.sub(r":\w+:`~?([^`]*)`", r"\1", text).replace("``", "")
-    end = text.find(". ")
-    return text if end < 0 else text[: end + 1]
+    end = re.search(r"\.\s+(?=[A-Z])", text)
+    return text if end is None else text[: end.start() + 1]
 
 
 def _cmd_patterns_list(args: argparse.Namespace, out: TextIO) -> int:
