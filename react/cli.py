@@ -280,7 +280,9 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     for paragraph in narrate(Path(args.out), epochs=args.epochs):
         for line in paragraph.splitlines() or [""]:
             indent = " " * (len(line) - len(line.lstrip()))
-            print(textwrap.fill(line, width=100, subsequent_indent=indent + "  ")
+            # paths are never broken, so that they can be copied from the terminal
+            print(textwrap.fill(line, width=100, subsequent_indent=indent + "  ",
+                                break_long_words=False, break_on_hyphens=False)
                   if len(line) > 100 else line, file=out)
         print(file=out)
         out.flush()

@@ -181,12 +181,12 @@ def narrate(out_dir: Path, *, epochs: int = 60) -> Iterator[str]:
     try:
         from react.draw import draw_swap
     except ImportError:
-        ten_note = "   (TEN picture skipped: react.draw is not available in this installation)"
+        ten_note = "   - (TEN picture skipped: react.draw is not available in this installation)"
     else:
         ten = out_dir / "ten_swap.png"
         draw_swap(tree, swapped, swap, path=ten)
         pictures.append(ten)
-        ten_note = f"   TEN before and after the swap: {ten}"
+        ten_note = f"   - the TEN before and after the swap:\n     {ten}"
 
     off = _closed_loop(False, epochs)
     on = _closed_loop(True, epochs)
@@ -220,8 +220,8 @@ def narrate(out_dir: Path, *, epochs: int = 60) -> Iterator[str]:
         f"REACT, {_us(mean_on)} with it ({mean_off / mean_on - 1:+.1%} algorithm bandwidth)."
     )
     yield (
-        "Pictures:\n" + ten_note + f"\n   collective time per epoch, with and without REACT: "
-        f"{timeline}\n"
+        "Pictures:\n" + ten_note + "\n   - collective time per epoch, with and without REACT:\n"
+        f"     {timeline}\n"
         "Next: 'react run experiments/scenarios/closed_loop_fat_tree.toml --compare' runs the "
         "same loop on a k=8 fat-tree with ECMP."
     )
