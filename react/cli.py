@@ -65,7 +65,7 @@ def _count(text: str) -> int:
 # -- parser ----------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``react`` command."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--debug", action="store_true",
                         help="on an error, show the Python traceback too")
     parser = _Parser(

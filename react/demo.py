@@ -155,7 +155,8 @@ def narrate(out_dir: Path, *, epochs: int = 60) -> Iterator[str]:
     model = history.model()
     before_est = critical_path(reduce, model.pattern_fcts(reduce, MESSAGE_BYTES)).length_s
     after_reduce = _reduce_phase(swapped)
-    after_est = critical_path(after_reduce, model.pattern_fcts(after_reduce, MESSAGE_BYTES)).length_s
+    after_fcts = model.pattern_fcts(after_reduce, MESSAGE_BYTES)
+    after_est = critical_path(after_reduce, after_fcts).length_s
     yield (
         f"5. Which swap, and why. REACT may move rank {CONGESTED} to another position of T1 by "
         f"swapping it with a rank that keeps the AllReduce correct (a chunk-local swap; the "

@@ -86,8 +86,7 @@ def summary_table(summaries: Sequence[JobSummary]) -> list[str]:
     lines = [header, "-" * len(header)]
     for s in summaries:
         lines.append(
-            f"{s.job:<12} {'on' if s.react else 'off':<5} {_window(s):>9} "
-            f"{s.mean_time_s * 1e6:>10.1f} {s.p95_time_s * 1e6:>10.1f} {s.mean_algbw_gbps:>11.2f}"
+            f"{s.job:<12} {'on' if s.react else 'off':<5} {_window(s):>9} {_cells(s)}"
         )
     return lines
 
@@ -108,11 +107,13 @@ def comparison_table(off: Sequence[JobSummary], on: Sequence[JobSummary]) -> lis
             raise ReactError(f"comparison_table: job {a.job!r} has no run with REACT")
         gain = b.mean_algbw_gbps / a.mean_algbw_gbps - 1.0
         lines.append(
-            f"{a.job:<12} {_window(a):>9} | {a.mean_time_s * 1e6:>10.1f} {a.p95_time_s * 1e6:>10.1f}"
-            f" {a.mean_algbw_gbps:>11.2f} | {b.mean_time_s * 1e6:>10.1f} "
-            f"{b.p95_time_s * 1e6:>10.1f} {b.mean_algbw_gbps:>11.2f} | {gain:>+10.1%}"
+            f"{a.job:<12} {_window(a):>9} | {_cells(a)} | {_cells(b)} | {gain:>+10.1%}"
         )
     return lines
+
+
+def _cells(s: JobSummary) -> str:
+    return f"{s.mean_time_s * 1e6:>10.1f} {s.p95_time_s * 1e6:>10.1f} {s.mean_algbw_gbps:>11.2f}"
 
 
 def _pct(value: float | None) -> str:

@@ -219,7 +219,9 @@ class _Table:
         return f"{self.path}.{name}" if self.path else name
 
     def fail(self, name: str, value: Any, expected: str) -> ScenarioError:
-        return ScenarioError(f"{self.source}: {self.key(name)} = {_show(value)}: expected {expected}")
+        return ScenarioError(
+            f"{self.source}: {self.key(name)} = {_show(value)}: expected {expected}"
+        )
 
     def has(self, name: str) -> bool:
         return name in self.data
@@ -587,9 +589,11 @@ def build(scenario: Scenario, *, react: bool | None = None) -> tuple[Any, list[A
             if bg.kind == "long_lived":
                 long_lived(net, bg.src, bg.dst, port=port, **common)
             elif bg.kind == "periodic_bulk":
+                assert bg.size_bytes is not None and bg.period_s is not None  # parse checked
                 periodic_bulk(net, bg.src, bg.dst, bg.size_bytes, bg.period_s, port=port,
                               **common)
             else:
+                assert bg.mean_on_s is not None and bg.mean_off_s is not None
                 poisson_on_off(net, bg.src, bg.dst, mean_on_s=bg.mean_on_s,
                                mean_off_s=bg.mean_off_s, seed=scenario.seed + i, port=port,
                                **common)
