@@ -429,12 +429,14 @@ def _partner(swap: Swap, rank: int) -> int:
 
 def _map_flow(swap: Swap, pattern: Pattern, flow: Flow) -> Flow:
     """The flow ``flow`` of ``pattern`` becomes after ``swap`` (for mapping critical paths)."""
+    x, y = swap.x, swap.y
+    if flow.src not in (x, y) and flow.dst not in (x, y):
+        return flow
     if not isinstance(swap, GlobalSwap):
         if pattern.chunk_graph_of_flow(flow) != swap.graph:
             return flow
         if isinstance(swap, PositionSwap) and not swap.first_step <= flow.step <= swap.last_step:
             return flow
-    x, y = swap.x, swap.y
     src = y if flow.src == x else x if flow.src == y else flow.src
     dst = y if flow.dst == x else x if flow.dst == y else flow.dst
     return Flow(flow.step, src, dst, flow.chunks, flow.op)
@@ -443,14 +445,20 @@ def _map_flow(swap: Swap, pattern: Pattern, flow: Flow) -> Flow:
 def _mean_path_time(
     model: FctModel, pattern: Pattern, paths: Sequence[Sequence[Flow]], message_bytes: float
 ) -> float:
+    """Mean over ``paths`` of the summed estimated FCTs of their flows in ``pattern``."""
     degrees = pattern.degrees()
+    fct: dict[Flow, float] = {}
     totals = []
     for path in paths:
         total = 0.0
         for f in path:
-            degree = max(degrees.get((f.step, f.src), (0, 1))[1],
-                         degrees.get((f.step, f.dst), (1, 0))[0])
-            total += model.flow_fct(f, degree, pattern.flow_bytes(f, message_bytes))
+            t = fct.get(f)
+            if t is None:
+                degree = max(degrees.get((f.step, f.src), (0, 1))[1],
+                             degrees.get((f.step, f.dst), (1, 0))[0])
+                t = model.flow_fct(f, degree, pattern.flow_bytes(f, message_bytes))
+                fct[f] = t
+            total += t
         totals.append(total)
     return float(np.mean(totals))
 

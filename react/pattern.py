@@ -24,6 +24,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Literal
 
 from react.errors import PatternError
@@ -100,7 +101,7 @@ class Pattern:
     def __post_init__(self) -> None:
         ranks = tuple(self.ranks)
         chunks = tuple(self.chunks)
-        flows = tuple(sorted(_normalise_flow(f) for f in self.flows))
+        flows = tuple(sorted((_normalise_flow(f) for f in self.flows), key=_flow_key))
         object.__setattr__(self, "ranks", ranks)
         object.__setattr__(self, "chunks", chunks)
         object.__setattr__(self, "flows", flows)
@@ -119,7 +120,12 @@ class Pattern:
 
     def flow_fraction(self, flow: Flow) -> float:
         """Fraction of the message a flow carries (the sum of its chunks' fractions)."""
-        return math.fsum(self.chunks[c].fraction for c in flow.chunks)
+        cache = self._cache.setdefault("fractions", {})
+        fraction = cache.get(flow.chunks)
+        if fraction is None:
+            fraction = math.fsum(self.chunks[c].fraction for c in flow.chunks)
+            cache[flow.chunks] = fraction
+        return float(fraction)
 
     def flow_bytes(self, flow: Flow, message_bytes: float) -> float:
         """Bytes a flow carries when the collective's message is ``message_bytes`` long."""
@@ -185,8 +191,11 @@ class Pattern:
             )
         return per[graph]
 
-    def degrees(self) -> dict[tuple[int, int], tuple[int, int]]:
-        """``{(step, rank): (in_degree, out_degree)}`` over all chunk graphs, non-zero only."""
+    def degrees(self) -> Mapping[tuple[int, int], tuple[int, int]]:
+        """``{(step, rank): (in_degree, out_degree)}`` over all chunk graphs, non-zero only.
+
+        A read-only view, computed once per pattern.
+        """
         cached = self._cache.get("degrees")
         if cached is None:
             acc: dict[tuple[int, int], list[int]] = {}
@@ -195,7 +204,7 @@ class Pattern:
                 acc.setdefault((flow.step, flow.src), [0, 0])[1] += 1
             cached = {key: (v[0], v[1]) for key, v in sorted(acc.items())}
             self._cache["degrees"] = cached
-        return dict(cached)
+        return MappingProxyType(cached)
 
     def degree(self, step: int, rank: int) -> tuple[int, int]:
         """``(in_degree, out_degree)`` of ``rank`` at ``step``."""
@@ -329,6 +338,11 @@ class Pattern:
         except json.JSONDecodeError as exc:
             raise PatternError(f"Pattern.from_json: not valid JSON ({exc})") from None
         return cls.from_dict(data)
+
+
+def _flow_key(flow: Flow) -> tuple[int, int, int, tuple[int, ...], str]:
+    # Same order as Flow's generated comparison, but a plain tuple key sorts much faster.
+    return (flow.step, flow.src, flow.dst, flow.chunks, flow.op)
 
 
 def _normalise_flow(flow: Flow) -> Flow:
