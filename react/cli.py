@@ -135,8 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _progress(total: int, enabled: bool) -> Any:
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="epoch", file=sys.stderr, disable=not enabled, leave=False,
-                dynamic_ncols=True)
+    # disable=None: no bar when stderr is not a terminal (CI logs, pipes)
+    return tqdm(total=total, unit="epoch", file=sys.stderr, disable=None if enabled else True,
+                leave=False, dynamic_ncols=True)
 
 
 def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:

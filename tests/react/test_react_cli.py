@@ -1,4 +1,8 @@
-"""The ``react`` command: run, demo, patterns, and one-line errors with exit status 2."""
+"""The ``react`` command (react/cli.py): run, demo, patterns, one-line errors with exit status 2.
+
+Named test_react_cli.py, not test_cli.py: pytest's default import mode needs unique basenames and
+tests/flowsim/test_cli.py exists.
+"""
 
 import csv
 import json
