@@ -41,7 +41,7 @@ Clos fabric a handful of rounds replaces one round per distinct level. Each roun
 operations over the (flow, link) incidence, kept as a dense ``flows x max_path_length`` array.
 
 Round-off: rates are exact up to float accumulation in the remaining capacities (a few ulps);
-remaining capacities are clamped at 0, so no rate is ever negative.
+rates are clamped at 0, so none is ever negative.
 """
 
 from __future__ import annotations
@@ -112,35 +112,37 @@ def water_fill_columns(P: np.ndarray, weights: np.ndarray, capacity: np.ndarray)
     rem[:n_links] = capacity
     rem[sentinel] = math.inf
     w = np.asarray(weights, dtype=float)
-    wsum = np.bincount(P.ravel(), weights=np.tile(w, width), minlength=n_links + 1)
+    ones = np.ones((width, 1))  # (ones * x).ravel() tiles x once per path position
+    wsum = np.bincount(P.ravel(), weights=(ones * w).ravel(), minlength=n_links + 1)
     idx = np.arange(n_flows)
     blocked = np.zeros(n_links + 1, dtype=bool)
-    while True:
-        with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        while True:
+            # Links without flows give inf or nan, which no flow reads; the padding link gives inf.
             share = rem / wsum
-        share[sentinel] = math.inf
-        S = share[P]
-        fmin = S.min(axis=0)
-        above = S > fmin
-        # A link is blocked when one of its flows has a tighter link elsewhere: that flow may
-        # freeze first and release capacity, so the link's share may still rise.
-        blocked[:] = False
-        blocked[P[above]] = True
-        fix = (~above & ~blocked[P]).any(axis=0)
-        if fix.all():
-            rates[idx] = w * fmin
-            return rates
-        wf = w.compress(fix)
-        r = wf * fmin.compress(fix)
-        rates[idx.compress(fix)] = r
-        Pf = P.compress(fix, axis=1).ravel()
-        rem -= np.bincount(Pf, weights=np.tile(r, width), minlength=n_links + 1)
-        np.maximum(rem, 0.0, out=rem)
-        wsum -= np.bincount(Pf, weights=np.tile(wf, width), minlength=n_links + 1)
-        keep = ~fix
-        P = P.compress(keep, axis=1)
-        w = w.compress(keep)
-        idx = idx.compress(keep)
+            S = share[P]
+            fmin = S.min(axis=0)
+            above = S > fmin
+            # A link is blocked when one of its flows has a tighter link elsewhere: that flow
+            # may freeze first and release capacity, so the link's share may still rise.
+            blocked[:] = False
+            blocked[P[above]] = True
+            wait = (above | blocked[P]).all(axis=0)
+            if not wait.any():
+                rates[idx] = w * fmin
+                break
+            fix = ~wait
+            wf = w.compress(fix)
+            r = wf * fmin.compress(fix)
+            rates[idx.compress(fix)] = r
+            Pf = P.compress(fix, axis=1).ravel()
+            rem -= np.bincount(Pf, weights=(ones * r).ravel(), minlength=n_links + 1)
+            wsum -= np.bincount(Pf, weights=(ones * wf).ravel(), minlength=n_links + 1)
+            P = P.compress(wait, axis=1)
+            w = w.compress(wait)
+            idx = idx.compress(wait)
+    # Round-off can leave a full link a hair below zero; no rate is negative.
+    return np.maximum(rates, 0.0, out=rates)
 
 
 def max_min_rates(

@@ -134,12 +134,17 @@ class Network:
         links = topology.links
         self._n_links = n = len(links)
         # Rates are solved in bytes per second (capacity_bps / 8 is exact in binary floating point).
-        self._cap = np.array([lk.capacity_bps for lk in links], dtype=float) / 8.0
+        # The engine's capacity array has one extra entry, a virtual link of infinite capacity
+        # that pads short paths; self._cap is a view without it.
+        self._cap_ext = np.append(np.array([lk.capacity_bps for lk in links], dtype=float) / 8.0,
+                                  math.inf)
+        self._cap = self._cap_ext[:n]
         self._link_lat = [lk.latency_s for lk in links]
         self._hosts = frozenset(topology.hosts)
         # Per-slot numeric state; a slot is reused after its flow ends.
         size = 64
         self._width = 4
+        self._ones = np.ones((self._width, 1))  # (ones * x).ravel() tiles x per path position
         self._paths = np.full((self._width, size), n, dtype=np.intp)  # padding = n (virtual link)
         self._weight = np.ones(size)
         self._left = np.zeros(size)    # bytes left at _t0
@@ -149,7 +154,13 @@ class Network:
         self._level = np.zeros(size)   # rate / weight
         self._end = np.full(size, math.inf)  # when the last byte will be sent at the current rate
         self._alive = np.zeros(size, dtype=bool)
-        self._new = np.zeros(size, dtype=bool)  # started since the last re-solve
+        # Python mirrors of level / rate / weight and, per link, the slots crossing it: the safe
+        # level reads a few links' flows, cheaper in Python than through numpy calls.
+        self._lv: list[float] = [0.0] * size
+        self._rt: list[float] = [0.0] * size
+        self._wt: list[float] = [1.0] * size
+        self._members: list[set[int]] = [set() for _ in range(n)]
+        self._cap_list: list[float] = self._cap.tolist()
         self._meta: list[_Meta | None] = [None] * size
         self._free: list[int] = list(range(size - 1, -1, -1))
         self._slot_of: dict[int, int] = {}
@@ -244,11 +255,16 @@ class Network:
         self._left[slot] = size
         self._sent[slot] = 0.0
         self._t0[slot] = now
-        self._rate[slot] = 0.0
-        self._level[slot] = 0.0
+        # A new flow's rate is -1 until its first solve, so that the solve always records it
+        # (even at rate 0); its level is inf so that it is never kept at an old rate.
+        self._rate[slot] = -1.0
+        self._level[slot] = math.inf
         self._end[slot] = math.inf
         self._alive[slot] = True
-        self._new[slot] = True
+        self._wt[slot] = w
+        members = self._members
+        for lk in links:
+            members[lk].add(slot)
         latency = 0.0
         for lk in links:
             latency += self._link_lat[lk]
@@ -285,6 +301,7 @@ class Network:
                 f"finite number >= 0"
             )
         self._cap[link_id] = cap / 8.0
+        self._cap_list[link_id] = cap / 8.0
         self._cap_changed.append(link_id)
         self._schedule_resolve()
 
@@ -371,6 +388,7 @@ class Network:
                             dtype=np.intp)
             self._paths = np.vstack([self._paths, extra])
             self._width = path_len
+            self._ones = np.ones((path_len, 1))
         if not self._free:
             old = self._alive.shape[0]
             new = old * 2
@@ -381,7 +399,9 @@ class Network:
                 arr = getattr(self, name)
                 setattr(self, name, np.concatenate([arr, np.full(new - old, fill)]))
             self._alive = np.concatenate([self._alive, np.zeros(new - old, dtype=bool)])
-            self._new = np.concatenate([self._new, np.zeros(new - old, dtype=bool)])
+            self._lv.extend([0.0] * (new - old))
+            self._rt.extend([0.0] * (new - old))
+            self._wt.extend([1.0] * (new - old))
             self._meta.extend([None] * (new - old))
             self._free = list(range(new - 1, old - 1, -1))
         return self._free.pop()
@@ -401,20 +421,22 @@ class Network:
         m = self._meta[slot]
         assert m is not None
         if stopped:
-            sent = float(self._sent[slot] + self._rate[slot] * (now - self._t0[slot]))
+            sent = float(self._sent[slot] + max(self._rate[slot], 0.0) * (now - self._t0[slot]))
             if sent > m.size:
                 sent = m.size
             end = now
         else:
             sent = m.size
             end = now + m.latency
-        if self._new[slot]:
-            self._new[slot] = False
+        if self._rate[slot] < 0:  # started at this instant, never solved
             self._arrivals.remove(slot)
         else:
-            lvl = self._level[slot]
+            lvl = self._lv[slot]
             if lvl < self._dep_level:
                 self._dep_level = lvl
+        members = self._members
+        for lk in m.path:
+            members[lk].discard(slot)
         self._alive[slot] = False
         self._end[slot] = math.inf
         self._rate[slot] = 0.0
@@ -475,12 +497,12 @@ class Network:
         alive = self._alive
         level_cut = self._safe_level()
         if level_cut > 0:
-            keep = alive & ~self._new & (self._level < level_cut * (1.0 - _SAFE_RTOL))
-            solve = np.flatnonzero(alive & ~keep)
+            keep = alive & (self._level < level_cut * (1.0 - _SAFE_RTOL))
+            solve = np.flatnonzero(alive ^ keep)
             kept = np.flatnonzero(keep)
             n1 = self._n_links + 1
             used = np.bincount(self._paths[:, kept].ravel(),
-                               weights=np.tile(self._rate[kept], self._width), minlength=n1)
+                               weights=(self._ones * self._rate[kept]).ravel(), minlength=n1)
             residual = np.maximum(self._cap - used[: self._n_links], 0.0)
         else:
             solve = np.flatnonzero(alive)
@@ -492,16 +514,20 @@ class Network:
             sl = solve[changed]
             new_rate = rates[changed]
             old_rate = self._rate[sl]
-            moved = old_rate * (now - self._t0[sl])
+            moved = np.maximum(old_rate, 0.0) * (now - self._t0[sl])
             self._sent[sl] += moved
             left = self._left[sl] - moved
             self._left[sl] = left
             self._t0[sl] = now
             self._rate[sl] = new_rate
-            self._level[sl] = new_rate / self._weight[sl]
+            level = new_rate / self._weight[sl]
+            self._level[sl] = level
             with np.errstate(divide="ignore", invalid="ignore"):
                 self._end[sl] = np.where(new_rate > 0, now + left / new_rate, math.inf)
-        self._new[arrivals] = False
+            lv, rt = self._lv, self._rt
+            for slot, x, r in zip(sl.tolist(), level.tolist(), new_rate.tolist(), strict=True):
+                lv[slot] = x
+                rt[slot] = r
         self._arrivals = []
         self._cap_changed = []
         self._dep_level = math.inf
@@ -523,76 +549,55 @@ class Network:
         ``(c - R_<j) / (W - W_<j)``.
         """
         cut = self._dep_level
-        touched = self._arrivals + self._cap_changed
-        if not touched:
+        if not self._arrivals and not self._cap_changed:
             return cut
-        n = self._n_links
-        is_touched = np.zeros(n + 1, dtype=bool)
-        arr = np.array(self._arrivals, dtype=np.intp)
-        arr_links = self._paths[:, arr].ravel()
-        is_touched[arr_links] = True
-        is_touched[self._cap_changed] = True
-        is_touched[n] = False
-        arriving_w = np.bincount(arr_links, weights=np.tile(self._weight[arr], self._width),
-                                 minlength=n + 1)
-        old = np.flatnonzero(self._alive & ~self._new)
-        P = self._paths[:, old]
-        hit = is_touched[P]
-        rows, cols = np.nonzero(hit)
-        link = P[rows, cols]
-        flows = old[cols]
-        lvl = self._level[flows]
-        order = np.lexsort((lvl, link))
-        link = link[order]
-        flows = flows[order]
-        lvl = lvl[order]
-        r = self._rate[flows]
-        w = self._weight[flows]
-        cap = np.append(self._cap, math.inf)
-        tl = np.flatnonzero(is_touched)
-        # Links with no old flow: the new flows alone fill them at c / A.
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lone = cap[tl] / arriving_w[tl]
-        sigma = np.where(arriving_w[tl] > 0, lone, math.inf)
-        if link.size:
-            starts = np.flatnonzero(np.r_[True, link[1:] != link[:-1]])
-            counts = np.diff(np.r_[starts, link.size])
-            glinks = link[starts]
-            cr = np.cumsum(r)
-            cw = np.cumsum(w)
-            base_r = np.repeat(np.r_[0.0, cr][starts], counts)
-            base_w = np.repeat(np.r_[0.0, cw][starts], counts)
-            r_before = cr - r - base_r
-            w_before = cw - w - base_w
-            w_total = np.repeat(np.add.reduceat(w, starts), counts) + arriving_w[link]
-            c = cap[link]
-            terms = (c - r_before) / (w_total - w_before)
-            g_sigma = np.maximum.reduceat(terms, starts)
-            # The last line, past every old flow's level: slope A (may be 0).
-            r_all = np.add.reduceat(r, starts)
-            a = arriving_w[glinks]
-            cg = cap[glinks]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                tail = np.where(a > 0, (cg - r_all) / a,
-                                np.where(r_all < cg, math.inf, -math.inf))
-            g_sigma = np.maximum(g_sigma, tail)
-            # Old saturation level of a link whose capacity changed is at least its top level.
-            top = lvl[starts + counts - 1]
-            pos = np.searchsorted(tl, glinks)
-            sigma[pos] = g_sigma
-            capmask = np.zeros(n + 1, dtype=bool)
-            capmask[self._cap_changed] = True
-            cg_sel = capmask[glinks]
-            if cg_sel.any():
-                sigma[pos[cg_sel]] = np.minimum(sigma[pos[cg_sel]], top[cg_sel])
-        if sigma.size:
-            cut = min(cut, float(sigma.min()))
+        lv, rt, wt, members, cap = self._lv, self._rt, self._wt, self._members, self._cap_list
+        arriving: dict[int, float] = {}
+        for slot in self._arrivals:
+            w = wt[slot]
+            for lk in self._meta[slot].path:
+                arriving[lk] = arriving.get(lk, 0.0) + w
+        for lk in self._cap_changed:
+            arriving.setdefault(lk, 0.0)
+        new = set(self._arrivals)
+        capped = set(self._cap_changed)
+        for lk, a in arriving.items():
+            c = cap[lk]
+            items = sorted((lv[s], s) for s in members[lk] if s not in new)
+            if not items:
+                sigma = c / a if a > 0 else math.inf
+            else:
+                w_total = a
+                for _x, s in items:
+                    w_total += wt[s]
+                r_before = 0.0
+                w_before = 0.0
+                sigma = -math.inf
+                for _x, s in items:
+                    t = (c - r_before) / (w_total - w_before)
+                    if t > sigma:
+                        sigma = t
+                    r_before += rt[s]
+                    w_before += wt[s]
+                # The last line, past every old flow's level, has slope A (0: the link
+                # saturates only if its old flows alone already fill it).
+                if a > 0:
+                    t = (c - r_before) / a
+                else:
+                    t = math.inf if r_before < c else -math.inf
+                if t > sigma:
+                    sigma = t
+                if lk in capped:
+                    # In the old filling the link saturated no lower than its top flow's level.
+                    sigma = min(sigma, items[-1][0])
+            if sigma < cut:
+                cut = sigma
         return max(cut, 0.0)
 
     def _record_loads(self, now: float) -> None:
         alive = np.flatnonzero(self._alive)
         load = np.bincount(self._paths[:, alive].ravel(),
-                           weights=np.tile(self._rate[alive], self._width),
+                           weights=(self._ones * self._rate[alive]).ravel(),
                            minlength=self._n_links + 1)[: self._n_links]
         diff = np.flatnonzero((load != self._last_load) | (self._cap != self._last_cap))
         if diff.size:
