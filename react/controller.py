@@ -323,13 +323,12 @@ class Controller:
         paths = [critical_path(pattern, row).flows for row in fcts]
         paths.append(critical_path(pattern, fcts.mean(axis=0)).flows)
         on_path = {i for p in paths for i in p}
-        congested = [c for c in report.flows if pattern.flow_index(c.flow) in on_path]
         worst = sorted(report.flows, key=lambda c: (c.kind != "steady", c.p90_bps))[0]
         notes.append(f"{len(report.flows)} congested flow(s), e.g. {worst.describe()}")
-        if not congested:
+        vertices = _rank_vertices(pattern, report.flows, on_path)
+        if not vertices:
             notes.append("none of them is on a critical path")
             return None
-        vertices = _rank_vertices(pattern, congested)
         self._explorations += 1
         budget = cfg.trials + cfg.trials_growth * (self._explorations - 1)
         model = self._history.model()
@@ -407,10 +406,16 @@ class _Vertex:
 
 
 def _rank_vertices(
-    pattern: Pattern, congested: Sequence[Any]
+    pattern: Pattern, congested: Sequence[Any], on_path: set[int]
 ) -> list[tuple[tuple[int, int], _Vertex]]:
-    """TEN vertices touched by congested flows, most steady-congested first (§5.4.1)."""
+    """TEN vertices of congested flows on a critical path, most congested first (§5.4.1).
+
+    A vertex ``(t, r)`` is scored by how many steady, then how many congested flows of the whole
+    pattern (on a critical path or not) have it as source or destination; only vertices of
+    congested flows that lie on a critical path are returned (Algorithm 1: ``X = C ∩ P``).
+    """
     acc: dict[tuple[int, int], list[Any]] = {}
+    selected: set[tuple[int, int]] = set()
     for c in congested:
         f = c.flow
         steady = int(c.kind == "steady")
@@ -419,7 +424,12 @@ def _rank_vertices(
             entry = acc.setdefault(vertex, [0, 0, graph, f.step, direction])
             entry[0] += steady
             entry[1] += 1
-    ranked = sorted(acc.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
+            if pattern.flow_index(f) in on_path:
+                selected.add(vertex)
+    ranked = sorted(
+        ((v, e) for v, e in acc.items() if v in selected),
+        key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]),
+    )
     return [(v, _Vertex(*e)) for v, e in ranked]
 
 
