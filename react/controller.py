@@ -332,10 +332,16 @@ class Controller:
         self._explorations += 1
         budget = cfg.trials + cfg.trials_growth * (self._explorations - 1)
         model = self._history.model()
-        current = pattern
-        current_paths = [[pattern.flows[i] for i in p] for p in paths]
-        before = after = _mean_path_time(model, current, current_paths, batch[0].message_bytes)
         message = batch[0].message_bytes
+        current = pattern
+        # The B+1 critical paths as one weighted flow set: the mean of the paths' summed FCTs
+        # is the sum over flows of (times the flow appears / number of paths) x its FCT.
+        current_paths: dict[Flow, float] = {}
+        for p in paths:
+            for i in p:
+                flow = pattern.flows[i]
+                current_paths[flow] = current_paths.get(flow, 0.0) + 1.0 / len(paths)
+        before = after = _mean_path_time(model, current, current_paths, message)
         blocked = self._excluded | report.steady_inbound | report.steady_outbound
         tabu = self._tabu.get(pattern.flows, set())
         accepted: list[Swap] = []
@@ -359,7 +365,7 @@ class Controller:
                     break
                 trials += 1
                 candidate = swap.apply(current)
-                mapped = [[_map_flow(swap, current, f) for f in p] for p in current_paths]
+                mapped = {_map_flow(swap, current, f): w for f, w in current_paths.items()}
                 estimate = _mean_path_time(model, candidate, mapped, message)
                 if estimate * (1.0 + cfg.epsilon) <= after:
                     notes.append(
@@ -453,24 +459,16 @@ def _map_flow(swap: Swap, pattern: Pattern, flow: Flow) -> Flow:
 
 
 def _mean_path_time(
-    model: FctModel, pattern: Pattern, paths: Sequence[Sequence[Flow]], message_bytes: float
+    model: FctModel, pattern: Pattern, weighted_flows: Mapping[Flow, float], message_bytes: float
 ) -> float:
-    """Mean over ``paths`` of the summed estimated FCTs of their flows in ``pattern``."""
+    """Mean estimated time of the critical paths, given as flows weighted by their share."""
     degrees = pattern.degrees()
-    fct: dict[Flow, float] = {}
-    totals = []
-    for path in paths:
-        total = 0.0
-        for f in path:
-            t = fct.get(f)
-            if t is None:
-                degree = max(degrees.get((f.step, f.src), (0, 1))[1],
-                             degrees.get((f.step, f.dst), (1, 0))[0])
-                t = model.flow_fct(f, degree, pattern.flow_bytes(f, message_bytes))
-                fct[f] = t
-            total += t
-        totals.append(total)
-    return float(np.mean(totals))
+    total = 0.0
+    for f, weight in weighted_flows.items():
+        degree = max(degrees.get((f.step, f.src), (0, 1))[1],
+                     degrees.get((f.step, f.dst), (1, 0))[0])
+        total += weight * model.flow_fct(f, degree, pattern.flow_bytes(f, message_bytes))
+    return total
 
 
 def _us(seconds: float) -> str:

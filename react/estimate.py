@@ -18,6 +18,7 @@ History older than ``H`` epochs is dropped (§5.4.2), so the model follows job c
 
 from __future__ import annotations
 
+import statistics
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,9 +88,10 @@ class FctModel:
             pair_costs.setdefault((obs.src, obs.dst), []).append(unit)
             per_degree.setdefault(obs.degree, []).append(obs.fct_s / obs.size_bytes)
             units.append(unit)
-        self._pair_unit = {pair: float(np.mean(v)) for pair, v in pair_costs.items()}
-        self._degree_per_byte = {k: float(np.median(v)) for k, v in per_degree.items()}
-        self._median_unit = float(np.median(units))
+        # statistics, not numpy: these lists are short and numpy's per-call overhead dominates.
+        self._pair_unit = {pair: statistics.fmean(v) for pair, v in pair_costs.items()}
+        self._degree_per_byte = {k: float(statistics.median(v)) for k, v in per_degree.items()}
+        self._median_unit = float(statistics.median(units))
 
     def flow_fct(self, flow: Flow, degree: int, size_bytes: float) -> float:
         """Estimated FCT of ``flow`` carrying ``size_bytes`` at degree ``degree``."""
