@@ -65,7 +65,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -171,6 +171,9 @@ class SwapSpace:
         self._swaps: dict[int, tuple[Swap, ...]] = {}
         self._global_guard_done = False
         self._orbit = _symmetry(pattern, self._pos, arrays)
+        self._arrays = arrays
+        self._noop_hashes: dict[tuple[int, int, int], np.ndarray] = {}
+        self._touching: dict[int, dict[int, list[int]]] = {}
 
     # -- the queries ---------------------------------------------------------------------------
     def swaps_for(
@@ -359,6 +362,7 @@ class SwapSpace:
                 replay = self._replay(g)
                 extra = [y for y in rest if replay.viable(c, y, first, last)]
                 partners = np.union1d(partners, np.asarray(extra, dtype=np.int64))
+            partners = self._drop_noops(g, first, last, c, partners)
             if len(partners):
                 entries.append(_Entry("chunk_local", g, first, last, partners))
             if len(table.phases) < 2:
@@ -374,12 +378,73 @@ class SwapSpace:
                 extra = [y for y in rest if replay.viable(c, y, t1, t2)]
                 if extra:
                     partners = np.union1d(partners, np.asarray(extra, dtype=np.int64))
+                partners = self._drop_noops(g, t1, t2, c, partners)
                 if len(partners):
                     entries.append(_Entry("position", g, t1, t2, partners))
-        globals_ = self._globals(c)
+        globals_ = self._drop_noops(-1, 0, 0, c, self._globals(c))
         if len(globals_):
             entries.append(_Entry("global", -1, 0, 0, globals_))
         return tuple(sorted(entries, key=_entry_order))
+
+    def _drop_noops(
+        self, g: int, first: int, last: int, c: int, partners: np.ndarray
+    ) -> np.ndarray:
+        """``partners`` without those whose swap leaves the flows as they are (e.g. two sibling
+        leaves of a tree: the controller would gain nothing from them). ``g == -1``: global.
+
+        A hash per rank of its flows (other end, step, chunk, op, direction) in the rewritten
+        part finds the few candidates (a no-op swap has equal hashes when no flow joins the
+        two ranks); each is confirmed on the flows themselves.
+        """
+        if not len(partners):
+            return partners
+        hashes = self._noop_hash(g, first, last)
+        maybe = partners[hashes[partners] == hashes[c]]
+        if not len(maybe):
+            return partners
+        noops = [y for y in maybe if self._is_noop(g, first, last, c, int(y))]
+        return np.setdiff1d(partners, np.asarray(noops, dtype=np.int64)) if noops else partners
+
+    def _noop_hash(self, g: int, first: int, last: int) -> np.ndarray:
+        key = (g, first, last)
+        cached = self._noop_hashes.get(key)
+        if cached is None:
+            a = self._arrays
+            mask = np.ones(len(a["step"]), dtype=bool)
+            if g >= 0:
+                mask &= a["graph"] == g
+                mask &= (a["step"] >= first) & (a["step"] <= last)
+            step = a["step"][mask].astype(np.uint64)
+            src, dst = a["src"][mask].astype(np.uint64), a["dst"][mask].astype(np.uint64)
+            tag = (a["chunk"][mask].astype(np.uint64) * np.uint64(4)
+                   + a["is_copy"][mask].astype(np.uint64) * np.uint64(2))
+            cached = np.zeros(self.pattern.n, dtype=np.uint64)
+            with np.errstate(over="ignore"):
+                np.add.at(cached, a["src"][mask], _mix(step, dst, tag))
+                np.add.at(cached, a["dst"][mask], _mix(step, src, tag + np.uint64(1)))
+            self._noop_hashes[key] = cached
+        return cached
+
+    def _is_noop(self, g: int, first: int, last: int, x: int, y: int) -> bool:
+        touching = self._touching.get(g)
+        if touching is None:
+            touching = {}
+            a = self._arrays
+            indices = np.flatnonzero(a["graph"] == g) if g >= 0 else range(len(a["step"]))
+            for i in indices:
+                touching.setdefault(int(a["src"][i]), []).append(int(i))
+                touching.setdefault(int(a["dst"][i]), []).append(int(i))
+            self._touching[g] = touching
+        flows = self.pattern.flows
+        rx, ry = self.pattern.ranks[x], self.pattern.ranks[y]
+        mine = {
+            flows[i] for i in touching.get(x, []) + touching.get(y, [])
+            if g < 0 or first <= flows[i].step <= last
+        }
+        swapped = {
+            replace(f, src=_other(f.src, rx, ry), dst=_other(f.dst, rx, ry)) for f in mine
+        }
+        return swapped == mine
 
     def _degree_ok(self, table: _GraphTable, c: int, first: int, last: int) -> np.ndarray:
         """Partners ``y`` for which swapping ``c`` and ``y`` in ``[first, last]`` of this chunk
@@ -546,6 +611,22 @@ def _load_of(direction: str, tin: int, tout: int) -> int:
     return max(tin, tout)
 
 
+def _other(r: int, x: int, y: int) -> int:
+    return y if r == x else x if r == y else r
+
+
+def _mix(*parts: np.ndarray) -> np.ndarray:
+    """A 64-bit mix of integer arrays (splitmix64 finaliser over a running combination)."""
+    with np.errstate(over="ignore"):
+        z = np.zeros_like(parts[0], dtype=np.uint64)
+        for part in parts:
+            z = (z ^ part.astype(np.uint64)) * np.uint64(0x9E3779B97F4A7C15)
+            z ^= z >> np.uint64(31)
+            z *= np.uint64(0xBF58476D1CE4E5B9)
+            z ^= z >> np.uint64(29)
+    return z
+
+
 def _entry_order(entry: _Entry) -> tuple[int, int, int]:
     return (PRIORITY[entry.kind], entry.graph, entry.first)
 
@@ -691,7 +772,10 @@ def _degree_tables(
                 (int(uniq_steps[0]), int(uniq_steps[-1])), phases,
             )
         )
-    arrays = {"step": step, "src": src, "dst": dst, "is_copy": is_copy, "graph": graph}
+    arrays = {
+        "step": step, "src": src, "dst": dst, "is_copy": is_copy, "graph": graph,
+        "chunk": first_chunk,
+    }
     return tuple(tables), tin, tout, arrays
 
 

@@ -51,6 +51,13 @@ def test_fig1_swaps_3_4_and_3_12_in_tree_t1_are_pruned(dtree16, space16):
     assert first_violation(ChunkLocalSwap(1, 3, 4).apply(dtree16)) is None
 
 
+def test_swaps_that_change_nothing_are_left_out(dtree16, space16):
+    # 1 and 3 are sibling leaves of 2 in T0: swapping them there rewrites no flow.
+    assert ChunkLocalSwap(0, 3, 1).apply(dtree16).flows == dtree16.flows
+    assert ChunkLocalSwap(0, 3, 1) not in space16.swaps_for(3)
+    assert ChunkLocalSwap(1, 3, 1) in space16.swaps_for(3)  # in T1, 1 is 3's child
+
+
 def test_fig1_degree_rule_allows_the_doubled_leaf_out_degree(dtree16):
     # After 3<->2 in T1, 3 is a leaf of both trees: out-degree 2 at step 1. Allowed because
     # deg(1, 2) = 2 before (2 receives 1 and 3 in T0).
@@ -87,7 +94,8 @@ def _deg(pattern, t, r):
 
 
 def _reference(pattern):
-    """Every candidate tried by applying it and replaying the whole pattern (appendix A.3)."""
+    """Every candidate tried by applying it and replaying the whole pattern (appendix A.3);
+    swaps that leave the flows unchanged (two sibling leaves) are left out."""
     space = SwapSpace(pattern)
     graphs = range(len(pattern.chunk_graphs()))
     windows = {g: space._tables[g].phases for g in graphs}
@@ -115,8 +123,8 @@ def _reference(pattern):
                     after = swap.apply(pattern)
                 except PatternError:
                     continue  # a global swap of ranks owning different numbers of chunks
-                if first_violation(after) is not None:
-                    continue
+                if after.flows == pattern.flows or first_violation(after) is not None:
+                    continue  # a swap that changes nothing is no use to the controller
                 steps = range(1, max(pattern.num_steps, after.num_steps) + 1)
                 if all(
                     _deg(after, t, r) <= max(_deg(pattern, t, x), _deg(pattern, t, y))
