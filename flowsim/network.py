@@ -26,6 +26,10 @@ Model
   (keeping the bytes already sent) until the capacity returns, then resume on the same path.
   A stalled flow never completes on its own; stop it with :meth:`Network.stop_flow` if needed.
 - **Long-lived flows** have ``size_bytes=math.inf`` and run until stopped.
+- **Records** (``network.records``) are appended when each flow's event fires, so they are in
+  ``end_s`` order. A completion predicted earlier and then superseded leaves an idle internal
+  timer in the queue (SimPy cannot cancel an event), so ``env.run()`` without ``until`` may stop
+  a little after the last completion: read times from the records, not from ``env.now``.
 
 Incremental re-solve
 --------------------
@@ -500,13 +504,15 @@ class Network:
             keep = alive & (self._level < level_cut * (1.0 - _SAFE_RTOL))
             solve = np.flatnonzero(alive ^ keep)
             kept = np.flatnonzero(keep)
-            n1 = self._n_links + 1
             used = np.bincount(self._paths[:, kept].ravel(),
-                               weights=(self._ones * self._rate[kept]).ravel(), minlength=n1)
-            residual = np.maximum(self._cap - used[: self._n_links], 0.0)
+                               weights=(self._ones * self._rate[kept]).ravel(),
+                               minlength=self._n_links + 1)
+            # With the padding link (inf - used = inf) included: the solver sees it as one more
+            # link of infinite capacity, which is what padding means.
+            residual = self._cap_ext - used
         else:
             solve = np.flatnonzero(alive)
-            residual = self._cap
+            residual = self._cap_ext
         self.resolves += 1
         rates = water_fill_columns(self._paths[:, solve], self._weight[solve], residual)
         changed = rates != self._rate[solve]
