@@ -816,25 +816,26 @@ class _GraphReplay:
         # Initial and required final values per (rank, chunk); None = unconstrained.
         self.initial: dict[tuple[int, int], int] = {}
         self.final: dict[tuple[int, int], int] = {}
+        root = -1 if pattern.root is None else pos[pattern.root]
         for c in self.chunks:
-            owner = pattern.chunks[c].owner
+            owned_by = pattern.chunks[c].owner
+            owner = -1 if owned_by is None else pos[owned_by]
             for r in range(self.n):
                 if self.kind in ("allreduce", "reduce_scatter", "reduce"):
                     self.initial[(r, c)] = 1 << r
                 elif self.kind == "allgather":
-                    self.initial[(r, c)] = 1 << pos[owner] if r == pos[owner] else 0
+                    self.initial[(r, c)] = 1 << owner if r == owner else 0
                 else:
-                    root = pos[pattern.root]  # type: ignore[index]
                     self.initial[(r, c)] = 1 << root if r == root else 0
                 if self.kind == "allreduce":
                     self.final[(r, c)] = everyone
                 elif self.kind == "allgather":
-                    self.final[(r, c)] = 1 << pos[owner]
+                    self.final[(r, c)] = 1 << owner
                 elif self.kind == "broadcast":
-                    self.final[(r, c)] = 1 << pos[pattern.root]  # type: ignore[index]
-                elif self.kind == "reduce_scatter" and r == pos[owner]:
+                    self.final[(r, c)] = 1 << root
+                elif self.kind == "reduce_scatter" and r == owner:
                     self.final[(r, c)] = everyone
-                elif self.kind == "reduce" and r == pos[pattern.root]:  # type: ignore[index]
+                elif self.kind == "reduce" and r == root:
                     self.final[(r, c)] = everyone
         # Accesses per (rank, chunk): (step, reads) -- a send or a reduce into it reads the value
         # at the end of step - 1; a copy into it only overwrites it (for the liveness shortcut).
