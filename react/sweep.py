@@ -45,6 +45,7 @@ import hashlib
 import importlib
 import itertools
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -603,6 +604,12 @@ def _run_pool(todo: Sequence[Point], version: str, workers: int,
                 summary.broken = f"a worker process died ({exc}); rerun to resume"
                 return
             finished(record)
+    except KeyboardInterrupt:
+        # runs already queued to the workers would still start, and the interpreter would wait
+        # for them at exit: stop the workers now (their results would not be recorded anyway)
+        for child in multiprocessing.active_children():
+            child.terminate()
+        raise
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
@@ -647,29 +654,12 @@ def _run_dask(todo: Sequence[Point], version: str, address: str, workers: int | 
             cluster.close()
 
 
-class _NoBar:
-    def __enter__(self) -> _NoBar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-    def update(self, n: int = 1) -> None:
-        pass
-
-    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
-        pass
-
-
 def _progress_bar(total: int, enabled: bool, stream: TextIO | None, name: str) -> Any:
-    if not enabled:
-        return _NoBar()
-    try:
-        from tqdm import tqdm
-    except ImportError:  # tqdm is a dependency, but a sweep needs no bar to be correct
-        return _NoBar()
+    from tqdm import tqdm
+
+    # disable=None: no bar when the stream is not a terminal (CI logs, pipes), as `react run`
     return tqdm(total=total, desc=f"sweep {name}", unit="run", file=stream or sys.stderr,
-                dynamic_ncols=True, postfix="failed 0")
+                disable=None if enabled else True, dynamic_ncols=True, postfix="failed 0")
 
 
 # -- command line ----------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Most tests swap the simulator for a fake runner (the spec's documented ``runner`` key), written
 below into a module in the test's folder: it returns made-up metrics at once, fails when a job's
-``message_bytes`` is 666, blocks while ``message_bytes >= 1000`` until a gate file exists
+``message_bytes`` is 666, kills its process at 777, blocks while ``message_bytes >= 1000`` until a gate file exists
 (``FAKE_GATE``), and appends the key of every run it finishes to ``FAKE_LOG``. That keeps the
 store, executor and resume logic under test without simulating anything.
 """
@@ -60,6 +60,8 @@ def run(point):
     size = job["message_bytes"]
     if size == 666:
         raise ValueError(f"fake failure at message_bytes={size}")
+    if size == 777:
+        os._exit(3)  # a worker dying (out of memory, a crash in C code)
     gate = os.environ.get("FAKE_GATE")
     if gate and size >= 1000:
         while not os.path.exists(gate):
@@ -279,6 +281,21 @@ def test_failed_runs_are_recorded_counted_and_retried(sweep_dir, capsys):
     assert "0 ok, 2 failed, 4 already done" in capsys.readouterr().out
 
 
+def test_dead_worker_stops_the_sweep_and_keeps_what_finished(sweep_dir, capsys):
+    path = write_spec(sweep_dir, '[grid]\n"jobs.0.message_bytes" = [100, 777]\n')
+    store = sweep_dir / "r.sqlite"
+    status = main(["sweep", str(path), "--store", str(store), "--workers", "2", "--no-progress"])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "a worker process died" in out and "rerun to resume" in out
+    with ResultStore(store, create=False) as s:
+        runs = s.runs()
+    # whatever finished before the crash is stored, and only that: no run of the crashing
+    # point, and nothing recorded as failed on a guess
+    assert all(r.status == "ok" and r.params["jobs.0.message_bytes"] == 100 for r in runs)
+    assert sorted(r.point_key for r in runs) == sorted(log_lines(sweep_dir))
+
+
 def test_process_pool_runs_each_point_once(sweep_dir):
     points = expand(load_spec(write_spec(sweep_dir, """\
         seeds = [0, 1, 2]
@@ -341,47 +358,73 @@ def _ok_rows(store):
         return set()
 
 
-def test_sigkilled_sweep_resumes_without_rerunning_or_losing_runs(sweep_dir):
+def _start_gated_sweep(folder):
+    """A sweep in its own process group whose quick points finish and whose others block."""
     # sizes 100..300 finish at once; 1000 and 2000 block on the gate, so the sweep cannot end
-    # before the kill, whatever the machine's speed
-    spec = write_spec(sweep_dir, """\
+    # before it is stopped, whatever the machine's speed
+    spec = write_spec(folder, """\
         seeds = [0, 1]
         [grid]
         "jobs.0.message_bytes" = [100, 200, 300, 1000, 2000]
     """)
     points = expand(load_spec(spec))
     quick = {p.key for p in points if p.params["jobs.0.message_bytes"] < 1000}
-    store = sweep_dir / "r.sqlite"
-    gate = sweep_dir / "gate"
-    env = dict(os.environ, FAKE_GATE=str(gate), FAKE_LOG=str(sweep_dir / "first.txt"))
+    store = folder / "r.sqlite"
+    env = dict(os.environ, FAKE_GATE=str(folder / "gate"), FAKE_LOG=str(folder / "first.txt"))
     command = [sys.executable, "-m", "react.sweep", "sweep", str(spec), "--store", str(store),
                "--workers", "2", "--no-progress"]
-    proc = subprocess.Popen(command, env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120  # a safety net, not an assertion on speed
-        while _ok_rows(store) != quick and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert proc.poll() is None, proc.stderr.read().decode()
-        assert _ok_rows(store) == quick
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its workers, no chance to clean up
-        proc.wait()
+    proc = subprocess.Popen(
+        command, env=env, start_new_session=True, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        # a shell that started pytest in the background may have left SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 120  # a safety net, not an assertion on speed
+    while _ok_rows(store) != quick and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if proc.poll() is not None or _ok_rows(store) != quick:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"the sweep did not reach its blocked points: {proc.communicate()}")
+    return proc, command, env, points, quick, store
+
+
+def _resume(folder, command, env, points, stored, store):
+    (folder / "gate").touch()
+    env = dict(env, FAKE_LOG=str(folder / "second.txt"))
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    rerun = log_lines(folder, "second.txt")
+    assert set(rerun).isdisjoint(stored)  # nothing finished before the stop ran again
+    assert sorted(rerun) == sorted({p.key for p in points} - stored)
+    with ResultStore(store, create=False) as s:
+        runs = s.runs()
+    assert all(r.status == "ok" for r in runs)
+    assert sorted(r.point_key for r in runs) == sorted(p.key for p in points)  # each once
+
+
+def test_sigkilled_sweep_resumes_without_rerunning_or_losing_runs(sweep_dir):
+    proc, command, env, points, quick, store = _start_gated_sweep(sweep_dir)
+    os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its workers, no chance to clean up
+    proc.communicate()
     assert proc.returncode == -signal.SIGKILL
     stored = _ok_rows(store)
     assert stored == quick
+    _resume(sweep_dir, command, env, points, stored, store)
 
-    gate.touch()
-    env["FAKE_LOG"] = str(sweep_dir / "second.txt")
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    rerun = log_lines(sweep_dir, "second.txt")
-    assert set(rerun).isdisjoint(stored)  # nothing finished before the kill ran again
-    assert sorted(rerun) == sorted({p.key for p in points} - stored)
-    with ResultStore(store, create=False) as s:
-        keys = [r.point_key for r in s.runs()]
-        assert all(r.status == "ok" for r in s.runs())
-    assert sorted(keys) == sorted(p.key for p in points)  # every point exactly once
+
+def test_interrupted_sweep_stops_promptly_says_so_and_resumes(sweep_dir):
+    proc, command, env, points, quick, store = _start_gated_sweep(sweep_dir)
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group
+    try:
+        out, _err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the sweep did not stop on SIGINT (blocked runs kept it alive)")
+    assert proc.returncode == 130
+    assert "interrupted" in out and "12 ok, 0 failed, 0 already done, 8 not run" in out
+    stored = _ok_rows(store)
+    assert stored == quick
+    _resume(sweep_dir, command, env, points, stored, store)
 
 
 # -- Dask ------------------------------------------------------------------------------------------
