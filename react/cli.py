@@ -3,6 +3,8 @@
 ``react demo`` tells the §4.3 story end to end on the simulator; ``react run SCENARIO`` runs a
 scenario file (:mod:`react.scenario`) with a progress bar and prints per-job tables and the
 controller's decisions; ``react patterns`` lists, shows, verifies and draws pattern generators.
+``react sweep SPEC`` and ``react report`` (grids of scenarios, the results store) are defined in
+:mod:`react.sweep`.
 This module (with :mod:`react.report` for the tables) is the only place that prints.
 
 Bad input (a missing or invalid scenario, a bad number) prints one line ``react: error: ...`` on
@@ -128,6 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "draw":
             p.add_argument("--out", metavar="FILE", required=True, help="image file to write")
         p.set_defaults(handler=handler)
+
+    # `react sweep` and `react report` live with the sweep machinery (react.sweep)
+    from react.sweep import add_parsers as add_sweep_parsers
+
+    add_sweep_parsers(sub, [common])
     return parser
 
 
