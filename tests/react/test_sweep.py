@@ -2,9 +2,9 @@
 
 Most tests swap the simulator for a fake runner (the spec's documented ``runner`` key), written
 below into a module in the test's folder: it returns made-up metrics at once, fails when a job's
-``message_bytes`` is 666, kills its process at 777, blocks while ``message_bytes >= 1000`` until a gate file exists
-(``FAKE_GATE``), and appends the key of every run it finishes to ``FAKE_LOG``. That keeps the
-store, executor and resume logic under test without simulating anything.
+``message_bytes`` is 666, kills its own process at 777, blocks while ``message_bytes >= 1000``
+until a gate file exists (``FAKE_GATE``), and appends the key of every run it finishes to
+``FAKE_LOG``. That keeps the store, executor and resume logic under test without simulating.
 """
 
 import os
@@ -327,6 +327,22 @@ def test_report_command_prints_pairs_and_writes_csv(sweep_dir, capsys):
     assert len(csv_path.read_text().splitlines()) == 3
 
 
+def test_react_command_has_sweep_and_report(sweep_dir, capsys):
+    from react.cli import main as react_main
+
+    store = sweep_dir / "r.sqlite"
+    spec = write_spec(sweep_dir, '[grid]\n"jobs.0.message_bytes" = [100, 666]\n')
+    assert react_main(["sweep", str(spec), "--store", str(store), "--workers", "1",
+                       "--no-progress"]) == 1  # one point fails, both its runs
+    assert "2 ok, 2 failed" in capsys.readouterr().out
+    assert react_main(["report", "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "off failed, on failed" in out and "+10.0%" in out
+    assert react_main(["sweep", str(write_spec(sweep_dir, "seeds = ['a']\n")), "--store",
+                       str(store)]) == 2
+    assert "seeds[0] = 'a'" in capsys.readouterr().err
+
+
 def test_report_of_a_missing_store_is_one_line(tmp_path, capsys):
     assert main(["report", "--store", str(tmp_path / "none.sqlite")]) == 2
     assert "no results store" in capsys.readouterr().err
@@ -371,7 +387,7 @@ def _start_gated_sweep(folder):
     quick = {p.key for p in points if p.params["jobs.0.message_bytes"] < 1000}
     store = folder / "r.sqlite"
     env = dict(os.environ, FAKE_GATE=str(folder / "gate"), FAKE_LOG=str(folder / "first.txt"))
-    command = [sys.executable, "-m", "react.sweep", "sweep", str(spec), "--store", str(store),
+    command = [sys.executable, "-m", "react", "sweep", str(spec), "--store", str(store),
                "--workers", "2", "--no-progress"]
     proc = subprocess.Popen(
         command, env=env, start_new_session=True, stdout=subprocess.PIPE,
