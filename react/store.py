@@ -287,13 +287,15 @@ def report_rows(runs: Sequence[RunRecord]) -> list[dict[str, Any]]:
 
     Runs pair up by ``pair_key`` (same scenario, seed, warm-up and runner). A point whose other
     half is missing or failed still gets a row with blanks (None) where numbers are missing;
-    ``status`` then says what is missing. Runs with ``react = "scenario"`` fill the "on" side.
+    ``status`` then says what is missing. A run with ``react = "scenario"`` (each job as its
+    scenario says) gets a row of its own with its numbers in the "on" columns.
     The gain is ``algbw_on / algbw_off - 1``.
     """
-    pairs: dict[str, dict[str, RunRecord]] = {}
+    pairs: dict[tuple[str, bool], dict[str, RunRecord]] = {}
     for run in runs:
         side = "off" if run.react == "off" else "on"
-        pairs.setdefault(run.pair_key, {})[side] = run
+        # a run with each job's REACT as its scenario says is a row of its own, never half a pair
+        pairs.setdefault((run.pair_key, run.react == "scenario"), {})[side] = run
     rows = []
     for sides in pairs.values():
         first = sides.get("off") or sides["on"]
@@ -303,7 +305,7 @@ def report_rows(runs: Sequence[RunRecord]) -> list[dict[str, Any]]:
             for job in (half.metrics or {}) if half else {}:
                 if job not in jobs:
                     jobs.append(job)
-        status = _pair_status(off, on)
+        status = _pair_status(off, on, alone=first.react == "scenario")
         if not jobs:
             jobs = [""]
         for job in jobs:
@@ -339,7 +341,9 @@ def _job_metrics(run: RunRecord | None, job: str) -> Mapping[str, Any]:
     return run.metrics.get(job, {})
 
 
-def _pair_status(off: RunRecord | None, on: RunRecord | None) -> str:
+def _pair_status(off: RunRecord | None, on: RunRecord | None, *, alone: bool = False) -> str:
+    if alone and on is not None:
+        return "REACT as scenario" + (" failed" if on.status != "ok" else "")
     parts = []
     for side, run in (("off", off), ("on", on)):
         if run is None:

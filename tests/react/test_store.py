@@ -173,6 +173,14 @@ def test_report_shows_a_failed_half():
     assert row["algbw_off_gbps"] == 10.0 and row["algbw_on_gbps"] is None
 
 
+def test_report_keeps_a_react_as_scenario_run_on_its_own_row():
+    runs = [record("a"), record("b", react="on", algbw=12.0),
+            record("c", react="scenario", algbw=11.0)]  # same pair key "p1" for all three
+    rows = report_rows(runs)
+    assert [(r["algbw_off_gbps"], r["algbw_on_gbps"], r["status"]) for r in rows] == [
+        (10.0, 12.0, "ok"), (None, 11.0, "REACT as scenario")]
+
+
 def test_report_csv_has_the_documented_columns(tmp_path):
     runs = [record("a", algbw=10.0), record("b", react="on", algbw=11.0)]
     out = tmp_path / "r.csv"

@@ -149,6 +149,18 @@ def test_spec_without_grid_or_seeds_runs_the_base_once_each_way(sweep_dir):
     assert [(p.seed, p.react, dict(p.params)) for p in points] == [(0, "on", {})]
 
 
+def test_react_scenario_mode_runs_each_point_once_as_the_file_says(sweep_dir):
+    spec = load_spec(write_spec(sweep_dir, 'react = "scenario"\nwarmup_epochs = 0\n',
+                                runner=None))
+    (point,) = expand(spec)
+    assert point.react == "scenario"
+    metrics = run_point(point)["ring"]
+    assert metrics["react"] and metrics["decisions"] >= 1  # the base job has react = {...}
+    both = expand(load_spec(write_spec(sweep_dir, "warmup_epochs = 0\n", runner=None,
+                                       name="both.toml")))
+    assert point.key not in {p.key for p in both}
+
+
 @pytest.mark.parametrize(("body", "words"), [
     ("colour = 1\n", "unknown key 'colour'"),
     ('[grid]\n"jobs.0.mesage_bytes" = [1e5]\n', "no key 'mesage_bytes' in jobs.0"),
