@@ -250,8 +250,27 @@ class Pattern:
 
     # -- rewriting -----------------------------------------------------------------------------
     def with_flows(self, flows: Iterable[Flow], *, name: str | None = None) -> Pattern:
-        """The same collective with other flows (the transforms' primitive)."""
+        """The same collective with other flows (checked like any new pattern)."""
         return replace(self, flows=tuple(flows), name=self.name if name is None else name)
+
+    def relabelled(self, flows: Iterable[Flow]) -> Pattern:
+        """The same collective with ``flows``, a rank relabelling of this pattern's flows.
+
+        The transforms' primitive. A bijective renaming of ranks (and of chunks owned by them)
+        maps valid, distinct flows to valid, distinct flows, so the structural checks of the
+        constructor are skipped; only the sort is redone. Whether the result still implements
+        the collective is :func:`react.verify.verify`'s question, as for any pattern.
+        """
+        out = object.__new__(Pattern)
+        for name in ("kind", "ranks", "chunks", "root", "name"):
+            object.__setattr__(out, name, getattr(self, name))
+        object.__setattr__(out, "flows", tuple(sorted(flows, key=_flow_key)))
+        object.__setattr__(out, "_cache", {})
+        if len(out.flows) != len(self.flows):
+            raise PatternError(
+                f"Pattern.relabelled: expected {len(self.flows)} flows, got {len(out.flows)}"
+            )
+        return out
 
     def _check_rank(self, rank: int) -> None:
         if rank not in self._rank_set():

@@ -149,7 +149,7 @@ class GlobalSwap:
             if pattern.kind in ("allgather", "reduce_scatter")
             else None
         )
-        return pattern.with_flows(_relabel(f, self.x, self.y, chunk_map) for f in pattern.flows)
+        return pattern.relabelled(_relabel(f, self.x, self.y, chunk_map) for f in pattern.flows)
 
     def describe(self) -> str:
         return f"global swap {self.x}<->{self.y} (all chunk graphs)"
@@ -258,7 +258,7 @@ def _swap_in_graph(
         if first is not None and last is not None and not first <= flow.step <= last:
             continue
         flows[i] = _relabel(flow, x, y)
-    return pattern.with_flows(flows)
+    return pattern.relabelled(flows)
 
 
 def global_swap(pattern: Pattern, x: int, y: int) -> Pattern:
