@@ -109,7 +109,9 @@ class ControllerConfig:
             value = getattr(self, f.name)
             if f.name in positive + non_negative + ("seed",):
                 if not isinstance(value, int) or isinstance(value, bool):
-                    raise ConfigError(f"ControllerConfig: {f.name} must be an integer, got {value!r}")
+                    raise ConfigError(
+                        f"ControllerConfig: {f.name} must be an integer, got {value!r}"
+                    )
                 if f.name in positive and value < 1:
                     raise ConfigError(f"ControllerConfig: {f.name} must be >= 1, got {value}")
                 if f.name in non_negative and value < 0:

@@ -49,7 +49,7 @@ class Chunk:
 
 @dataclass(frozen=True, slots=True, order=True)
 class Flow:
-    """One message: at logical ``step`` rank ``src`` sends ``chunks`` to ``dst``, who applies ``op``.
+    """One message: at ``step`` rank ``src`` sends ``chunks`` to ``dst``, who applies ``op``.
 
     ``chunks`` is a sorted tuple of chunk ids (a tuple, not a set, so flows order totally).
     """
@@ -169,7 +169,9 @@ class Pattern:
             index = {c: g for g, block in enumerate(self.chunk_graphs()) for c in block}
             self._cache["chunk_graph_index"] = index
         if chunk not in index:
-            raise PatternError(f"unknown chunk {chunk!r}; expected an id in [0, {len(self.chunks)})")
+            raise PatternError(
+                f"unknown chunk {chunk!r}; expected an id in [0, {len(self.chunks)})"
+            )
         return int(index[chunk])
 
     def chunk_graph_of_flow(self, flow: Flow) -> int:
@@ -230,7 +232,8 @@ class Pattern:
                     tuple(
                         j
                         for j in into.get(flow.src, ())
-                        if self.flows[j].step < flow.step and mine.intersection(self.flows[j].chunks)
+                        if self.flows[j].step < flow.step
+                        and mine.intersection(self.flows[j].chunks)
                     )
                 )
             cached = tuple(deps)
@@ -274,7 +277,9 @@ class Pattern:
 
     def _check_rank(self, rank: int) -> None:
         if rank not in self._rank_set():
-            raise PatternError(f"unknown rank {rank!r}; the pattern's ranks are {_span(self.ranks)}")
+            raise PatternError(
+                f"unknown rank {rank!r}; the pattern's ranks are {_span(self.ranks)}"
+            )
 
     def _rank_set(self) -> frozenset[int]:
         ranks = self._cache.get("rank_set")
@@ -303,7 +308,9 @@ class Pattern:
             sign = "+=" if flow.op == "reduce" else ":="
             chunk_text = ",".join(str(c) for c in flow.chunks)
             graph = self.chunk_graph_of_flow(flow)
-            lines.append(f"    {flow.src:>4} -> {flow.dst:<4} {sign} chunk {chunk_text} (graph {graph})")
+            lines.append(
+                f"    {flow.src:>4} -> {flow.dst:<4} {sign} chunk {chunk_text} (graph {graph})"
+            )
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -391,14 +398,18 @@ def _check_structure(p: Pattern) -> None:
         seen.add(r)
     if p.kind in _ROOTED:
         if p.root not in seen:
-            raise PatternError(f"Pattern: a {p.kind} needs a root among its ranks, got root={p.root!r}")
+            raise PatternError(
+                f"Pattern: a {p.kind} needs a root among its ranks, got root={p.root!r}"
+            )
     elif p.root is not None:
         raise PatternError(f"Pattern: a {p.kind} has no root, got root={p.root!r}")
     if not p.chunks:
         raise PatternError("Pattern: needs at least one chunk, got none")
     for i, chunk in enumerate(p.chunks):
         if not isinstance(chunk, Chunk) or chunk.id != i:
-            raise PatternError(f"Pattern: chunk at index {i} must be Chunk(id={i}, ...), got {chunk!r}")
+            raise PatternError(
+                f"Pattern: chunk at index {i} must be Chunk(id={i}, ...), got {chunk!r}"
+            )
         if not (math.isfinite(chunk.fraction) and chunk.fraction > 0):
             raise PatternError(
                 f"Pattern: chunk {i} has fraction={chunk.fraction!r}, expected a positive number"
@@ -410,7 +421,9 @@ def _check_structure(p: Pattern) -> None:
                     f"got owner={chunk.owner!r}"
                 )
         elif chunk.owner is not None:
-            raise PatternError(f"Pattern: chunk {i} of a {p.kind} has no owner, got {chunk.owner!r}")
+            raise PatternError(
+                f"Pattern: chunk {i} of a {p.kind} has no owner, got {chunk.owner!r}"
+            )
     total = math.fsum(c.fraction for c in p.chunks)
     if abs(total - 1.0) > 1e-9:
         raise PatternError(f"Pattern: chunk fractions sum to {total!r}, expected 1")
@@ -433,7 +446,8 @@ def _check_structure(p: Pattern) -> None:
         for c in flow.chunks:
             if not isinstance(c, int) or not 0 <= c < len(p.chunks):
                 raise PatternError(
-                    f"Pattern: {where} names unknown chunk {c!r}; expected ids 0..{len(p.chunks) - 1}"
+                    f"Pattern: {where} names unknown chunk {c!r}; "
+                    f"expected ids 0..{len(p.chunks) - 1}"
                 )
         if len(set(flow.chunks)) != len(flow.chunks):
             raise PatternError(f"Pattern: {where} lists a chunk twice: {flow.chunks}")

@@ -43,7 +43,8 @@ def test_config_rejects_bad_values(values, message):
 
 
 def test_config_from_mapping_rejects_unknown_key():
-    with pytest.raises(ConfigError, match="unknown parameter 'batch'; expected one of .*batch_epochs"):
+    expected = "unknown parameter 'batch'; expected one of .*batch_epochs"
+    with pytest.raises(ConfigError, match=expected):
         ControllerConfig.from_mapping({"batch": 6}, where="jobs.0.react")
 
 

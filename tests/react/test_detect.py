@@ -23,7 +23,9 @@ def fan_in_pattern():
 def batch_from(pattern, fcts_per_epoch, size=1e6):
     out = []
     for e, fcts in enumerate(fcts_per_epoch):
-        timings = tuple(FlowTiming(f, 0.0, fct, size) for f, fct in zip(pattern.flows, fcts))
+        timings = tuple(
+            FlowTiming(f, 0.0, fct, size) for f, fct in zip(pattern.flows, fcts, strict=True)
+        )
         out.append(EpochResult(e, max(fcts), timings, size))
     return out
 

@@ -19,11 +19,10 @@ def star_reduce():
 
 
 def observe(pattern, fcts, size=1e6, epochs=1):
-    results = [
-        EpochResult(e, max(fcts),
-                    tuple(FlowTiming(f, 0.0, t, size) for f, t in zip(pattern.flows, fcts)), size)
-        for e in range(epochs)
-    ]
+    timings = tuple(
+        FlowTiming(f, 0.0, t, size) for f, t in zip(pattern.flows, fcts, strict=True)
+    )
+    results = [EpochResult(e, max(fcts), timings, size) for e in range(epochs)]
     history = FctHistory(60)
     history.add(pattern, results)
     return history.model()
