@@ -90,7 +90,8 @@ def water_fill(paths: np.ndarray, weights: np.ndarray, capacity: np.ndarray) -> 
     return water_fill_columns(np.where(paths.T < 0, n_links, paths.T), weights, capacity)
 
 
-def water_fill_columns(P: np.ndarray, weights: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+def water_fill_columns(P: np.ndarray, weights: np.ndarray, capacity: np.ndarray,
+                       unit_weights: bool | None = None) -> np.ndarray:
     """:func:`water_fill` on the engine's layout: one column per flow, padding ``len(capacity)``.
 
     Parameters
@@ -100,6 +101,8 @@ def water_fill_columns(P: np.ndarray, weights: np.ndarray, capacity: np.ndarray)
         of infinite capacity).
     weights, capacity
         As in :func:`water_fill`.
+    unit_weights : bool, optional
+        Whether every weight is 1 (then link weight sums are plain counts); computed if not given.
     """
     n_flows = P.shape[1]
     rates = np.zeros(n_flows)
@@ -113,7 +116,11 @@ def water_fill_columns(P: np.ndarray, weights: np.ndarray, capacity: np.ndarray)
     rem[sentinel] = math.inf
     w = np.asarray(weights, dtype=float)
     ones = np.ones((width, 1))  # (ones * x).ravel() tiles x once per path position
-    wsum = np.bincount(P.ravel(), weights=(ones * w).ravel(), minlength=n_links + 1)
+    unit = bool((w == 1.0).all()) if unit_weights is None else unit_weights
+    if unit:  # the common case: counts instead of weight sums
+        wsum = np.bincount(P.ravel(), minlength=n_links + 1).astype(float)
+    else:
+        wsum = np.bincount(P.ravel(), weights=(ones * w).ravel(), minlength=n_links + 1)
     idx = np.arange(n_flows)
     blocked = np.zeros(n_links + 1, dtype=bool)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -129,17 +136,21 @@ def water_fill_columns(P: np.ndarray, weights: np.ndarray, capacity: np.ndarray)
             blocked[P[above]] = True
             wait = (above | blocked[P]).all(axis=0)
             if not wait.any():
-                rates[idx] = w * fmin
+                rates[idx] = fmin if unit else w * fmin
                 break
             fix = ~wait
-            wf = w.compress(fix)
-            r = wf * fmin.compress(fix)
-            rates[idx.compress(fix)] = r
             Pf = P.compress(fix, axis=1).ravel()
+            if unit:
+                r = fmin.compress(fix)
+                wsum -= np.bincount(Pf, minlength=n_links + 1)
+            else:
+                wf = w.compress(fix)
+                r = wf * fmin.compress(fix)
+                wsum -= np.bincount(Pf, weights=(ones * wf).ravel(), minlength=n_links + 1)
+                w = w.compress(wait)
+            rates[idx.compress(fix)] = r
             rem -= np.bincount(Pf, weights=(ones * r).ravel(), minlength=n_links + 1)
-            wsum -= np.bincount(Pf, weights=(ones * wf).ravel(), minlength=n_links + 1)
             P = P.compress(wait, axis=1)
-            w = w.compress(wait)
             idx = idx.compress(wait)
     # Round-off can leave a full link a hair below zero; no rate is negative.
     return np.maximum(rates, 0.0, out=rates)

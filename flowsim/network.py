@@ -165,6 +165,7 @@ class Network:
         self._wt: list[float] = [1.0] * size
         self._members: list[set[int]] = [set() for _ in range(n)]
         self._cap_list: list[float] = self._cap.tolist()
+        self._n_weighted = 0  # running flows of weight != 1 (0: the solver may count)
         self._meta: list[_Meta | None] = [None] * size
         self._free: list[int] = list(range(size - 1, -1, -1))
         self._slot_of: dict[int, int] = {}
@@ -266,6 +267,8 @@ class Network:
         self._end[slot] = math.inf
         self._alive[slot] = True
         self._wt[slot] = w
+        if w != 1.0:
+            self._n_weighted += 1
         members = self._members
         for lk in links:
             members[lk].add(slot)
@@ -438,6 +441,8 @@ class Network:
             lvl = self._lv[slot]
             if lvl < self._dep_level:
                 self._dep_level = lvl
+        if m.weight != 1.0:
+            self._n_weighted -= 1
         members = self._members
         for lk in m.path:
             members[lk].discard(slot)
@@ -470,7 +475,7 @@ class Network:
         self._timer = None
         self._timer_at = math.inf
         now = float(self.env.now)
-        due = np.flatnonzero(self._end <= now + _FINISH_RTOL * now)
+        due = (self._end <= now + _FINISH_RTOL * now).nonzero()[0]
         if due.size == 0:
             self._arm_timer()
             return
@@ -502,8 +507,8 @@ class Network:
         level_cut = self._safe_level()
         if level_cut > 0:
             keep = alive & (self._level < level_cut * (1.0 - _SAFE_RTOL))
-            solve = np.flatnonzero(alive ^ keep)
-            kept = np.flatnonzero(keep)
+            solve = (alive ^ keep).nonzero()[0]
+            kept = keep.nonzero()[0]
             used = np.bincount(self._paths[:, kept].ravel(),
                                weights=(self._ones * self._rate[kept]).ravel(),
                                minlength=self._n_links + 1)
@@ -511,16 +516,18 @@ class Network:
             # link of infinite capacity, which is what padding means.
             residual = self._cap_ext - used
         else:
-            solve = np.flatnonzero(alive)
+            solve = alive.nonzero()[0]
             residual = self._cap_ext
         self.resolves += 1
-        rates = water_fill_columns(self._paths[:, solve], self._weight[solve], residual)
+        rates = water_fill_columns(self._paths[:, solve], self._weight[solve], residual,
+                                   unit_weights=self._n_weighted == 0)
         changed = rates != self._rate[solve]
         if changed.any():
             sl = solve[changed]
             new_rate = rates[changed]
             old_rate = self._rate[sl]
-            moved = np.maximum(old_rate, 0.0) * (now - self._t0[sl])
+            # A new flow's rate is -1 but its t0 is now: it moved -0.0 bytes, a no-op.
+            moved = old_rate * (now - self._t0[sl])
             self._sent[sl] += moved
             left = self._left[sl] - moved
             self._left[sl] = left
