@@ -47,7 +47,7 @@ from react.detect import CongestionReport, detect_congestion
 from react.errors import ReactError
 from react.estimate import FctHistory, FctModel
 from react.pattern import Flow, Pattern
-from react.swapspace import SwapSpace
+from react.swapspace import Direction, SwapSpace
 from react.transforms import PRIORITY, GlobalSwap, PositionSwap, Swap
 
 Action = Literal["keep", "try", "revert", "revert_try", "settled"]
@@ -388,13 +388,13 @@ class Controller:
                             tuple(notes))
 
     def _shuffled_by_class(
-        self, space: SwapSpace, rank: int, direction: str, candidates: list[Swap]
+        self, space: SwapSpace, rank: int, direction: Direction, candidates: list[Swap]
     ) -> list[Swap]:
         """Keep the priority classes in order; shuffle inside each (the paper picks at random)."""
-        base = space.load(rank, direction)  # type: ignore[arg-type]
+        base = space.load(rank, direction)
         classes: dict[tuple[int, bool], list[Swap]] = {}
         for swap in candidates:
-            worse = space.load_after(rank, swap, direction) >= base  # type: ignore[arg-type]
+            worse = space.load_after(rank, swap, direction) >= base
             classes.setdefault((PRIORITY[swap.kind], worse), []).append(swap)
         out: list[Swap] = []
         for key in sorted(classes):
@@ -410,7 +410,7 @@ class _Vertex:
     count: int
     graph: int
     flow_step: int
-    direction: str
+    direction: Direction
 
 
 def _rank_vertices(

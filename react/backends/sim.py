@@ -21,12 +21,14 @@ flow's observed start is its first slice's start and its end its last slice's en
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 import simpy
 
 from flowsim.network import Network
+from flowsim.records import FlowRecord
 from react.backends.base import EpochResult, FlowTiming
 from react.errors import ReactError
 from react.pattern import Pattern
@@ -148,7 +150,11 @@ class SimBackend:
                 host[f.src], host[f.dst], sizes[i] / slices, port=int(ports[i]), tag=tag,
                 tenant=self.tenant,
             )
-            event.callbacks.append(lambda ev, unit=unit: finished(unit, ev.value.end_s))
+            event.callbacks.append(partial(on_done, unit))
+
+        def on_done(unit: int, event: simpy.Event) -> None:
+            record: FlowRecord = event.value
+            finished(unit, record.end_s)
 
         def finished(unit: int, end_s: float) -> None:
             i, k = divmod(unit, slices)
