@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import simpy
@@ -153,8 +153,7 @@ class SimBackend:
             event.callbacks.append(partial(on_done, unit))
 
         def on_done(unit: int, event: simpy.Event) -> None:
-            record: FlowRecord = event.value
-            finished(unit, record.end_s)
+            finished(unit, cast(FlowRecord, event.value).end_s)
 
         def finished(unit: int, end_s: float) -> None:
             i, k = divmod(unit, slices)
