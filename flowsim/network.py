@@ -1,7 +1,8 @@
 """The flow-level engine: flows share links max-min fairly, on a SimPy clock.
 
-A :class:`Network` owns (or joins) a :class:`simpy.Environment`, a :class:`~flowsim.topology.Topology`
-and the running flows. User code drives it with ordinary SimPy processes::
+A :class:`Network` owns (or joins) a :class:`simpy.Environment`, a
+:class:`~flowsim.topology.Topology` and the running flows. User code drives it with ordinary
+SimPy processes::
 
     net = Network(star(16))
     def job(env):
@@ -57,7 +58,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from flowsim.errors import FlowError, UnknownLinkError
+from flowsim.errors import FlowError
 from flowsim.maxmin import water_fill_columns
 from flowsim.records import FlowRecord, FlowState
 from flowsim.topology import Topology
@@ -184,7 +185,7 @@ class Network:
         self._mon_links: list[np.ndarray] = []
         self._mon_load: list[np.ndarray] = []
         self._mon_cap: list[np.ndarray] = []
-        self._last_load = np.zeros(n)
+        self._last_load: np.ndarray = np.zeros(n)
         self._last_cap = self._cap.copy()
         self.resolves = 0
         """Number of rate re-solves so far (a cost counter for benchmarks)."""
@@ -313,7 +314,7 @@ class Network:
         self._schedule_resolve()
 
     def schedule_link_capacity(self, at_s: float, link_id: int, capacity_bps: float) -> None:
-        """Set a link's capacity at simulated time ``at_s`` (>= now); see :meth:`set_link_capacity`."""
+        """Set a link's capacity at time ``at_s`` (>= now); see :meth:`set_link_capacity`."""
         self.topology.link_by_id(link_id)
         if not (math.isfinite(capacity_bps) and capacity_bps >= 0):
             raise FlowError(
@@ -338,8 +339,9 @@ class Network:
         self._resolve_now()
         now = self.env.now
         out = []
-        for slot in sorted(np.flatnonzero(self._alive), key=lambda s: self._meta[s].flow_id):
-            m = self._meta[slot]
+        for slot in sorted(np.flatnonzero(self._alive).tolist(),
+                           key=lambda s: self._flow(s).flow_id):
+            m = self._flow(slot)
             rate = self._rate[slot]
             out.append(FlowState(
                 flow_id=m.flow_id, src=m.src, dst=m.dst, size_bytes=m.size,
@@ -370,7 +372,9 @@ class Network:
     # -- internals -----------------------------------------------------------------------------
     def _series(self, link_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if not self._monitor:
-            raise FlowError("link load was not recorded; create the Network with monitor_links=True")
+            raise FlowError(
+                "link load was not recorded; create the Network with monitor_links=True"
+            )
         self.topology.link_by_id(link_id)
         self._resolve_now()
         times = [0.0]
@@ -413,6 +417,11 @@ class Network:
             self._free = list(range(new - 1, old - 1, -1))
         return self._free.pop()
 
+    def _flow(self, slot: int) -> _Meta:
+        m = self._meta[slot]
+        assert m is not None, f"slot {slot} holds no running flow"
+        return m
+
     def _schedule_resolve(self) -> None:
         if not self._pending:
             self._pending = True
@@ -425,8 +434,7 @@ class Network:
 
     def _depart(self, slot: int, now: float, *, stopped: bool) -> None:
         """Remove a flow (finished or stopped) and fire its event (after latency if finished)."""
-        m = self._meta[slot]
-        assert m is not None
+        m = self._flow(slot)
         if stopped:
             sent = float(self._sent[slot] + max(self._rate[slot], 0.0) * (now - self._t0[slot]))
             if sent > m.size:
@@ -480,7 +488,7 @@ class Network:
             self._arm_timer()
             return
         # Finish in flow-id order so that ties are deterministic and readable.
-        for slot in sorted(due.tolist(), key=lambda s: self._meta[s].flow_id):
+        for slot in sorted(due.tolist(), key=lambda s: self._flow(s).flow_id):
             self._depart(int(slot), now, stopped=False)
         self._schedule_resolve()
 
@@ -568,7 +576,7 @@ class Network:
         arriving: dict[int, float] = {}
         for slot in self._arrivals:
             w = wt[slot]
-            for lk in self._meta[slot].path:
+            for lk in self._flow(slot).path:
                 arriving[lk] = arriving.get(lk, 0.0) + w
         for lk in self._cap_changed:
             arriving.setdefault(lk, 0.0)

@@ -183,3 +183,13 @@ def test_max_min_matches_sequential_filling(instance):
     expected = _sequential_fill(routes, caps)
     for f in routes:
         assert got[f] == pytest.approx(expected[f], rel=1e-9, abs=1e-12)
+
+
+def test_max_min_docstring_examples_run():
+    import doctest
+
+    import flowsim.maxmin
+
+    result = doctest.testmod(flowsim.maxmin)
+    assert result.attempted > 0
+    assert result.failed == 0

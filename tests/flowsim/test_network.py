@@ -6,7 +6,6 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 
 from flowsim.errors import FlowError, RoutingError, UnknownLinkError, UnknownNodeError
