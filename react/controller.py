@@ -43,7 +43,7 @@ import numpy as np
 
 from react.backends.base import EpochResult
 from react.critical import critical_path
-from react.detect import CongestionReport, detect_congestion
+from react.detect import detect_congestion
 from react.errors import ReactError
 from react.estimate import FctHistory, FctModel
 from react.pattern import Flow, Pattern
@@ -171,7 +171,6 @@ class _Exploration:
     estimate_before_s: float
     estimate_after_s: float
     resolved_steady: frozenset[int]
-    notes: tuple[str, ...]
 
 
 class Controller:
@@ -195,7 +194,6 @@ class Controller:
     def __init__(self, pattern: Pattern, config: ControllerConfig | None = None) -> None:
         self.config = config or ControllerConfig()
         self.pattern = pattern
-        self.initial_pattern = pattern
         self.decisions: list[Decision] = []
         self._history = FctHistory(self.config.history_epochs)
         self._rng = np.random.default_rng(self.config.seed)
@@ -384,8 +382,7 @@ class Controller:
             notes.append(f"no swap is estimated to gain {cfg.epsilon:.0%} ({trials} tried)")
             return None
         notes.append(f"{trials} swap(s) estimated, {len(accepted)} accepted")
-        return _Exploration(current, tuple(accepted), before, after, frozenset(resolved),
-                            tuple(notes))
+        return _Exploration(current, tuple(accepted), before, after, frozenset(resolved))
 
     def _shuffled_by_class(
         self, space: SwapSpace, rank: int, direction: Direction, candidates: list[Swap]
@@ -476,7 +473,3 @@ def _mean_path_time(
 def _us(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} us"
 
-
-def report_summary(report: CongestionReport) -> str:
-    """One line per congested flow (for logs)."""
-    return "\n".join(c.describe() for c in report.flows) or "no congestion"
