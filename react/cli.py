@@ -4,7 +4,7 @@
 scenario file (:mod:`react.scenario`) with a progress bar and prints per-job tables and the
 controller's decisions; ``react patterns`` lists, shows, verifies and draws pattern generators.
 ``react sweep SPEC`` and ``react report`` (grids of scenarios, the results store) are defined in
-:mod:`react.sweep`.
+:mod:`react.sweep`, ``react plot`` (figures from the store) in :mod:`react.plots`.
 This module (with :mod:`react.report` for the tables) is the only place that prints.
 
 Bad input (a missing or invalid scenario, a bad number) prints one line ``react: error: ...`` on
@@ -26,6 +26,7 @@ from typing import Any, NoReturn, TextIO
 
 from flowsim.errors import FlowsimError
 from react import report
+from react.argtypes import non_negative_int, positive_int
 from react.errors import ReactError
 
 __all__ = ["build_parser", "main"]
@@ -42,26 +43,6 @@ class _Parser(argparse.ArgumentParser):
     # argparse prints the whole usage and exits from inside parse_args; report one line instead.
     def error(self, message: str) -> NoReturn:
         raise _UsageError(f"{message} (see '{self.prog} --help')")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
 
 
 # -- parser ----------------------------------------------------------------------------------------
@@ -89,9 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", metavar="SCENARIO", help="scenario TOML file")
     run.add_argument("--compare", action="store_true",
                      help="run without and with REACT (same seeds) and show both side by side")
-    run.add_argument("--epochs", type=_positive_int, metavar="N",
+    run.add_argument("--epochs", type=positive_int, metavar="N",
                      help="run every job N epochs instead of the file's value")
-    run.add_argument("--warmup", type=_count, default=report.DEFAULT_WARMUP, metavar="N",
+    run.add_argument("--warmup", type=non_negative_int, default=report.DEFAULT_WARMUP, metavar="N",
                      help=f"epochs left out of the statistics (default {report.DEFAULT_WARMUP}; "
                           "all epochs count when a job runs no more than N)")
     run.add_argument("--json", metavar="OUT", help="write summaries, epochs and decisions as JSON")
@@ -108,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--out", metavar="DIR", default="react-demo",
                       help="folder for the pictures (default ./react-demo)")
-    demo.add_argument("--epochs", type=_positive_int, default=60, metavar="N",
+    demo.add_argument("--epochs", type=positive_int, default=60, metavar="N",
                       help="epochs of the closed-loop part (default 60)")
     demo.set_defaults(handler=_cmd_demo)
 
@@ -126,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = psub.add_parser(name, parents=[common], help=help_text, description=help_text)
         p.add_argument("name", metavar="NAME", help="a generator name (see 'react patterns')")
-        p.add_argument("n", metavar="N", type=_positive_int, help="number of ranks")
+        p.add_argument("n", metavar="N", type=positive_int, help="number of ranks")
         if name == "draw":
             p.add_argument("--out", metavar="FILE", required=True, help="image file to write")
         p.set_defaults(handler=handler)
@@ -135,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     from react.sweep import add_parsers as add_sweep_parsers
 
     add_sweep_parsers(sub, [common])
+    # `react plot`: figures from the results store (react.plots)
+    from react.plots import add_parser as add_plot_parser
+
+    add_plot_parser(sub, [common])
     return parser
 
 

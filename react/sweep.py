@@ -61,6 +61,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from react.argtypes import positive_int
 from react.errors import ReactError
 from react.store import DEFAULT_STORE, ResultStore, RunRecord, StoreError
 
@@ -79,6 +80,7 @@ __all__ = [
     "main",
     "parse_spec",
     "run_point",
+    "scenario_points",
 ]
 
 DEFAULT_RUNNER = "react.sweep:run_point"
@@ -345,6 +347,51 @@ def expand(spec: SweepSpec, *, check: bool = True) -> list[Point]:
                 points.append(Point(_digest({**pair, "react": react}), pair_key, spec.name,
                                     params, scenario, base_dir, seed, react, spec.warmup_epochs,
                                     spec.runner))
+    return points
+
+
+def scenario_points(
+    sweep: str,
+    cases: Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]],
+    *,
+    react: str = "both",
+    warmup_epochs: int | None = None,
+    runner: str = DEFAULT_RUNNER,
+    base_dir: str | os.PathLike[str] = ".",
+) -> list[Point]:
+    """Points of generated scenarios, for experiments whose randomness a grid cannot express.
+
+    A grid overrides fixed keys; an experiment that draws, per seed, *which* links fail or
+    *which* hosts two jobs share builds each scenario document itself and labels it with the
+    values to plot against. Each case ``(params, scenario)`` becomes one point per run of
+    ``react`` (see :data:`REACT_CHOICES`), keyed exactly as :func:`expand` keys its points, so
+    the store, resumption and ``react report`` treat them alike. The scenario's own ``seed``
+    is the point's seed.
+
+    Raises
+    ------
+    SweepError
+        If ``react`` is unknown or a scenario is invalid; the message names the case's params.
+    """
+    from react.report import DEFAULT_WARMUP
+    from react.scenario import ScenarioError, parse_scenario
+
+    if react not in REACT_CHOICES:
+        raise SweepError(f"react = {react!r}: expected one of {', '.join(REACT_CHOICES)}")
+    warmup = DEFAULT_WARMUP if warmup_epochs is None else warmup_epochs
+    points: list[Point] = []
+    for params, scenario in cases:
+        doc = deepcopy(dict(scenario))
+        try:
+            parse_scenario(doc, source=f"{sweep} {dict(params)}", base_dir=base_dir)
+        except ScenarioError as exc:
+            raise SweepError(str(exc)) from None
+        seed = int(doc.get("seed", 0))
+        pair = {"scenario": doc, "seed": seed, "warmup_epochs": warmup, "runner": runner}
+        pair_key = _digest(pair)
+        for mode in REACT_CHOICES[react]:
+            points.append(Point(_digest({**pair, "react": mode}), pair_key, sweep, dict(params),
+                                doc, str(base_dir), seed, mode, warmup, runner))
     return points
 
 
@@ -679,7 +726,7 @@ def add_parsers(sub: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> No
     sweep.add_argument("spec", metavar="SPEC", help="sweep spec TOML file")
     sweep.add_argument("--store", metavar="PATH", default=str(DEFAULT_STORE),
                        help=f"results store (SQLite; default {DEFAULT_STORE})")
-    sweep.add_argument("--workers", type=_positive_int, metavar="N",
+    sweep.add_argument("--workers", type=positive_int, metavar="N",
                        help="local worker processes (default: one per CPU; 1: in this process)")
     sweep.add_argument("--dask", metavar="ADDRESS",
                        help="run on the Dask scheduler at ADDRESS ('local': a LocalCluster)")
@@ -697,16 +744,6 @@ def add_parsers(sub: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> No
     report.add_argument("--sweep", metavar="NAME", help="only the runs of this sweep")
     report.add_argument("--csv", metavar="OUT", help="also write the table as CSV")
     report.set_defaults(handler=cmd_report)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def cmd_sweep(args: argparse.Namespace, out: TextIO) -> int:
