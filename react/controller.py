@@ -298,6 +298,10 @@ class Controller:
         self.decisions.append(decision)
         return decision
 
+    def swap_space(self, pattern: Pattern) -> SwapSpace:
+        """The (cached) swap space of ``pattern``; ``build_all()`` on it precomputes every rank's."""
+        return self._space(pattern)
+
     def _space(self, pattern: Pattern, *, check: bool = False) -> SwapSpace:
         key = pattern.flows
         space = self._spaces.get(key)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -200,11 +201,10 @@ class Pattern:
         """
         cached = self._cache.get("degrees")
         if cached is None:
-            acc: dict[tuple[int, int], list[int]] = {}
-            for flow in self.flows:
-                acc.setdefault((flow.step, flow.dst), [0, 0])[0] += 1
-                acc.setdefault((flow.step, flow.src), [0, 0])[1] += 1
-            cached = {key: (v[0], v[1]) for key, v in sorted(acc.items())}
+            ins = Counter((f.step, f.dst) for f in self.flows)
+            outs = Counter((f.step, f.src) for f in self.flows)
+            # Keys in a fixed order (flows are sorted), so iteration is deterministic.
+            cached = {key: (ins[key], outs[key]) for key in dict.fromkeys([*ins, *outs])}
             self._cache["degrees"] = cached
         return MappingProxyType(cached)
 
