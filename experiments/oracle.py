@@ -134,6 +134,7 @@ def oracle_point(collective: str, x: int, p: int, seed: int, *, epochs: int = 10
                 else mean_algbw_gbps(run_fixed(scenario, final), warmup))
     return {
         "collective": collective, "x": x, "p": p, "scenario": seed,
+        **convergence(react, warmup),
         "algbw_base_gbps": base_bw,
         "algbw_react_gbps": react_bw,
         "algbw_react_final_gbps": final_bw,
@@ -142,6 +143,7 @@ def oracle_point(collective: str, x: int, p: int, seed: int, *, epochs: int = 10
         "react_final_gain": final_bw / base_bw - 1,
         "oracle_gain": best_bw / base_bw - 1,
         "gap_to_oracle": best_bw / react_bw - 1,
+        "gap_to_best_known": max(best_bw, final_bw) / react_bw - 1,
         "oracle_swaps": " + ".join(best_path) or "(initial pattern)",
         "oracle_rank_by_estimate": next(i for i, t in enumerate(ranked)
                                         if t[1].flows == best.flows),
@@ -152,9 +154,34 @@ def oracle_point(collective: str, x: int, p: int, seed: int, *, epochs: int = 10
     }
 
 
+def convergence(run: JobRun, warmup: int = WARMUP) -> dict[str, Any]:
+    """How REACT's pattern moved: changes, distinct patterns, when it settled.
+
+    ``last_change_epoch`` is the last epoch whose pattern differs from the one before; REACT
+    re-explores after ``Emax`` quiet batches (§5.4.2), so it is late even when REACT has found
+    its pattern early. ``dominant_*`` describe the pattern run most often after ``warmup``: its
+    share of those epochs and the first epoch it ran (when REACT first found it).
+    """
+    patterns = [p.flows for p in run.patterns]
+    changes = [e for e in range(1, len(patterns)) if patterns[e] != patterns[e - 1]]
+    counted = patterns[warmup:] if warmup < len(patterns) else patterns
+    counts: dict[Any, int] = {}
+    for flows in counted:
+        counts[flows] = counts.get(flows, 0) + 1
+    dominant = max(counts, key=lambda f: counts[f])
+    return {
+        "pattern_changes": len(changes),
+        "distinct_patterns": len(set(patterns)),
+        "last_change_epoch": changes[-1] if changes else 0,
+        "dominant_first_epoch": patterns.index(dominant),
+        "dominant_share": counts[dominant] / len(counted),
+        "dominant_is_initial": dominant == patterns[0],
+    }
+
+
 def summary_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = [f"{'x':>2} {'n':>3} {'REACT':>7} {'final':>7} {'oracle':>7} {'gap':>7} "
-             f"{'gap<=2%':>7}"]
+             f"{'gap<=2%':>7} {'gap best':>8} {'changes':>7} {'found at':>8} {'share':>6}"]
     for x in sorted({r["x"] for r in rows}) + ["all"]:
         sel = [r for r in rows if x == "all" or r["x"] == x]
         def m(key: str, sel: Sequence[Mapping[str, Any]] = sel) -> float:
@@ -162,7 +189,11 @@ def summary_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         close = sum(r["gap_to_oracle"] <= 0.02 for r in sel)
         lines.append(f"{x!s:>2} {len(sel):>3} {m('react_gain'):>6.1f}% "
                      f"{m('react_final_gain'):>6.1f}% {m('oracle_gain'):>6.1f}% "
-                     f"{m('gap_to_oracle'):>6.1f}% {close:>4}/{len(sel)}")
+                     f"{m('gap_to_oracle'):>6.1f}% {close:>4}/{len(sel)} "
+                     f"{m('gap_to_best_known'):>7.1f}% "
+                     f"{np.mean([r['pattern_changes'] for r in sel]):>7.1f} "
+                     f"{np.mean([r['dominant_first_epoch'] for r in sel]):>8.1f} "
+                     f"{m('dominant_share'):>5.0f}%")
     return lines
 
 
