@@ -57,7 +57,7 @@ from flowsim.errors import FlowError, UnknownLinkError
 K = TypeVar("K", bound=Hashable)
 L = TypeVar("L", bound=Hashable)
 
-__all__ = ["max_min_rates", "water_fill", "water_fill_columns"]
+__all__ = ["max_min_rates", "water_fill", "water_fill_columns", "water_fill_lists"]
 
 
 def water_fill(paths: np.ndarray, weights: np.ndarray, capacity: np.ndarray) -> np.ndarray:
@@ -154,6 +154,117 @@ def water_fill_columns(P: np.ndarray, weights: np.ndarray, capacity: np.ndarray,
             idx = idx.compress(wait)
     # Round-off can leave a full link a hair below zero; no rate is negative.
     return np.maximum(rates, 0.0, out=rates)
+
+
+def water_fill_lists(paths: Sequence[Sequence[int]], weights: Sequence[float],
+                     capacity: Mapping[int, float], unit_weights: bool | None = None) -> list[float]:
+    """:func:`water_fill_columns` in plain Python, for small problems (the engine's small path).
+
+    Below a few dozen flows numpy's per-call overhead, not arithmetic, sets the cost of a
+    vectorised round; this version uses dicts and lists instead. It freezes the same links in the
+    same rounds and sums in the same order as the array core (per link: by path position, then by
+    flow), so both return bit-for-bit the same rates.
+
+    Parameters
+    ----------
+    paths : sequence of sequences of int
+        Links of each flow (at least one, none twice).
+    weights : sequence of float
+        Positive weight of each flow.
+    capacity : mapping int -> float
+        Capacity (or residual capacity) of at least every link a path names, non-negative.
+    unit_weights : bool, optional
+        Whether every weight is 1; computed if not given.
+
+    Returns
+    -------
+    list of float
+        The rates, in the unit of ``capacity``.
+    """
+    n = len(paths)
+    rates = [0.0] * n
+    if n == 0:
+        return rates
+    unit = all(w == 1.0 for w in weights) if unit_weights is None else unit_weights
+    rem: dict[int, float] = {}
+    wsum: dict[int, float] = {}
+    if unit:  # counts are exact whatever the order
+        for path in paths:
+            for lk in path:
+                if lk in wsum:
+                    wsum[lk] += 1.0
+                else:
+                    wsum[lk] = 1.0
+                    rem[lk] = capacity[lk]
+    else:
+        width = max(len(p) for p in paths)
+        for pos in range(width):  # the array core's bincount order: position, then flow
+            for path, w in zip(paths, weights, strict=True):
+                if pos < len(path):
+                    lk = path[pos]
+                    if lk in wsum:
+                        wsum[lk] += w
+                    else:
+                        wsum[lk] = 0.0 + w
+                        rem[lk] = capacity[lk]
+    active = list(range(n))
+    while True:
+        share: dict[int, float] = {}
+        fmins: list[float] = []
+        for i in active:
+            f = math.inf
+            for lk in paths[i]:
+                x = share.get(lk)
+                if x is None:
+                    x = share[lk] = rem[lk] / wsum[lk]
+                if x < f:
+                    f = x
+            fmins.append(f)
+        # A link is blocked when one of its flows has a tighter link elsewhere (see water_fill).
+        blocked: set[int] = set()
+        for i, f in zip(active, fmins, strict=True):
+            for lk in paths[i]:
+                if share[lk] > f:
+                    blocked.add(lk)
+        fixed: list[int] = []
+        fixed_rate: list[float] = []
+        waiting: list[int] = []
+        for i, f in zip(active, fmins, strict=True):
+            for lk in paths[i]:
+                if not share[lk] > f and lk not in blocked:
+                    fixed.append(i)
+                    fixed_rate.append(f if unit else weights[i] * f)
+                    break
+            else:
+                waiting.append(i)
+        if not waiting:
+            for i, r in zip(fixed, fixed_rate, strict=True):
+                rates[i] = r
+            break
+        # Per-link sums of the frozen flows, by path position then flow, as bincount adds them.
+        width = max(len(paths[i]) for i in fixed)
+        dec: dict[int, float] = {}
+        dw: dict[int, float] = {}
+        for pos in range(width):
+            for i, r in zip(fixed, fixed_rate, strict=True):
+                path = paths[i]
+                if pos < len(path):
+                    lk = path[pos]
+                    w = 1.0 if unit else weights[i]
+                    if lk in dec:
+                        dec[lk] += r
+                        dw[lk] += w
+                    else:
+                        dec[lk] = 0.0 + r
+                        dw[lk] = 0.0 + w
+        for lk, d in dec.items():
+            rem[lk] -= d
+            wsum[lk] -= dw[lk]
+        for i, r in zip(fixed, fixed_rate, strict=True):
+            rates[i] = r
+        active = waiting
+    # Round-off can leave a full link a hair below zero; no rate is negative.
+    return [r if r > 0.0 else 0.0 for r in rates]
 
 
 def max_min_rates(

@@ -59,7 +59,7 @@ import numpy as np
 import simpy
 
 from flowsim.errors import FlowError
-from flowsim.maxmin import water_fill_columns
+from flowsim.maxmin import water_fill_columns, water_fill_lists
 from flowsim.records import FlowRecord, FlowState
 from flowsim.topology import Topology
 
@@ -69,6 +69,11 @@ __all__ = ["FlowDone", "Network"]
 _FINISH_RTOL = 1e-12
 # Flows whose level is within this relative distance of the safe level are re-solved anyway.
 _SAFE_RTOL = 1e-9
+# Up to this many running flows a re-solve runs in plain Python (lists and dicts), above it on
+# numpy arrays: below it numpy's per-call overhead costs more than the loops it saves. Both
+# paths give bit-for-bit the same rates, so the choice never changes a result. Chosen by
+# measurement on the reference workloads (docs/benchmarks.md).
+_SMALL_FLOWS = 48
 
 
 class FlowDone(simpy.Event):
@@ -187,6 +192,7 @@ class Network:
         self._mon_cap: list[np.ndarray] = []
         self._last_load: np.ndarray = np.zeros(n)
         self._last_cap = self._cap.copy()
+        self._small_flows = _SMALL_FLOWS
         self.resolves = 0
         """Number of rate re-solves so far (a cost counter for benchmarks)."""
 
@@ -268,6 +274,8 @@ class Network:
         self._end[slot] = math.inf
         self._alive[slot] = True
         self._wt[slot] = w
+        self._lv[slot] = math.inf
+        self._rt[slot] = -1.0
         if w != 1.0:
             self._n_weighted += 1
         members = self._members
@@ -511,8 +519,75 @@ class Network:
         if not arrivals and not self._cap_changed and not self._pending_departed:
             return
         now = self.env.now
-        alive = self._alive
         level_cut = self._safe_level()
+        self.resolves += 1
+        if len(self._slot_of) <= self._small_flows:
+            self._resolve_small(now, level_cut)
+        else:
+            self._resolve_arrays(now, level_cut)
+        self._arrivals = []
+        self._cap_changed = []
+        self._dep_level = math.inf
+        self._pending_departed = False
+        self._arm_timer()
+        if self._monitor:
+            self._record_loads(now)
+
+    def _resolve_small(self, now: float, level_cut: float) -> None:
+        """The re-solve in plain Python, for few running flows; same arithmetic as the arrays'."""
+        lv, rt, wt, meta = self._lv, self._rt, self._wt, self._meta
+        slots = sorted(self._slot_of.values())  # slot order, as the arrays' nonzero() gives
+        cap = self._cap_list
+        if level_cut > 0:
+            thr = level_cut * (1.0 - _SAFE_RTOL)
+            solve = [s for s in slots if not lv[s] < thr]
+            kept = [s for s in slots if lv[s] < thr]
+        else:
+            solve = slots
+            kept = []
+        if not solve:
+            return
+        paths = [meta[s].path for s in solve]  # type: ignore[union-attr]
+        residual: dict[int, float] = {}
+        for path in paths:
+            for lk in path:
+                residual[lk] = 0.0
+        if kept:
+            # Bandwidth of the kept flows per link, summed by path position then slot (the
+            # arrays' bincount order), then subtracted once, as the arrays do.
+            kpaths = [meta[s].path for s in kept]  # type: ignore[union-attr]
+            width = max(len(p) for p in kpaths)
+            for pos in range(width):
+                for s, path in zip(kept, kpaths, strict=True):
+                    if pos < len(path):
+                        lk = path[pos]
+                        if lk in residual:
+                            residual[lk] += rt[s]
+        for lk, used in residual.items():
+            residual[lk] = cap[lk] - used
+        rates = water_fill_lists(paths, [wt[s] for s in solve], residual,
+                                 unit_weights=self._n_weighted == 0)
+        t0a, sent_a, left_a, rate_a, level_a, end_a = (
+            self._t0, self._sent, self._left, self._rate, self._level, self._end)
+        for s, r in zip(solve, rates, strict=True):
+            old = rt[s]
+            if r != old:
+                # A new flow's rate is -1 but its t0 is now: it moved -0.0 bytes, a no-op.
+                moved = old * (now - t0a.item(s))
+                sent_a[s] += moved
+                left = left_a.item(s) - moved
+                left_a[s] = left
+                t0a[s] = now
+                rate_a[s] = r
+                rt[s] = r
+                x = r / wt[s]
+                level_a[s] = x
+                lv[s] = x
+                end_a[s] = now + left / r if r > 0 else math.inf
+
+    def _resolve_arrays(self, now: float, level_cut: float) -> None:
+        """The re-solve on numpy arrays, for many running flows."""
+        alive = self._alive
         if level_cut > 0:
             keep = alive & (self._level < level_cut * (1.0 - _SAFE_RTOL))
             solve = (alive ^ keep).nonzero()[0]
@@ -526,7 +601,6 @@ class Network:
         else:
             solve = alive.nonzero()[0]
             residual = self._cap_ext
-        self.resolves += 1
         rates = water_fill_columns(self._paths[:, solve], self._weight[solve], residual,
                                    unit_weights=self._n_weighted == 0)
         changed = rates != self._rate[solve]
@@ -549,13 +623,6 @@ class Network:
             for slot, x, r in zip(sl.tolist(), level.tolist(), new_rate.tolist(), strict=True):
                 lv[slot] = x
                 rt[slot] = r
-        self._arrivals = []
-        self._cap_changed = []
-        self._dep_level = math.inf
-        self._pending_departed = False
-        self._arm_timer()
-        if self._monitor:
-            self._record_loads(now)
 
     def _safe_level(self) -> float:
         """The level below which no flow's rate can change (0 = re-solve everything).

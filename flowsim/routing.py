@@ -141,6 +141,10 @@ class Router:
         self._in = {k: tuple(v) for k, v in inn.items()}
         self._tables: dict[str, _Table] = {}
         self._paths = _LRU(cache_pairs)
+        # Chosen path by (src, dst, port): skips re-hashing a 5-tuple seen before. Bounded like the
+        # path cache (oldest entry dropped first); a dropped entry is recomputed identically.
+        self._routes: dict[tuple[str, str, int], Path] = {}
+        self._routes_max = 4 * cache_pairs
 
     @property
     def topology(self) -> Topology:
@@ -177,10 +181,23 @@ class Router:
 
         ``paths(src, dst)[ecmp_hash(src, dst, port, seed) % len(paths)]``; see the module notes.
         """
+        memo = type(port) is int  # bool or float ports go the checked way (ecmp_hash rejects)
+        key = (src, dst, port)
+        if memo:
+            hit = self._routes.get(key)
+            if hit is not None:
+                return hit
         options = self.paths(src, dst)
         if len(options) == 1:
-            return options[0]
-        return options[ecmp_hash(src, dst, port, self._seed) % len(options)]
+            path = options[0]
+        else:
+            path = options[ecmp_hash(src, dst, port, self._seed) % len(options)]
+        if memo:
+            routes = self._routes
+            if len(routes) >= self._routes_max:
+                del routes[next(iter(routes))]
+            routes[key] = path
+        return path
 
     def _check_endpoints(self, src: str, dst: str) -> None:
         topo = self._topology
