@@ -179,7 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in summary_lines([r for r in rows if r["x"] > 0]):
         print(line)
     print(f"{int(timing['runs'])} runs ({int(timing['ran'])} run now) in {timing['wall_s']:.1f} s "
-          f"wall; mean {timing['run_mean_s']:.3f} s per run -> {store}")
+          f"wall, {timing['cpu_s']:.1f} s CPU; mean {timing['run_mean_s']:.3f} s per run "
+          f"-> {store}")
     return 0
 
 

@@ -130,25 +130,27 @@ def run_points(points: Sequence[Point], store_path: Path, *, workers: int = 1,
                progress: bool = True) -> tuple[list[RunRecord], dict[str, float]]:
     """Run the points the store lacks; return the sweep's stored runs and timing figures.
 
-    Timing: ``wall_s`` of this call, ``ran`` (runs executed now), ``run_mean_s`` (mean duration
-    of all the sweep's stored runs, as each worker measured it).
+    Timing: ``wall_s`` and ``cpu_s`` of this call (``cpu_s`` is this process's CPU time: all
+    of it with one worker, which runs in this process), ``ran`` (runs executed now) and
+    ``run_mean_s`` (mean wall duration of the sweep's stored runs, as each worker measured it).
     """
     store_path.parent.mkdir(parents=True, exist_ok=True)
     sweep = points[0].sweep
-    clock = time.perf_counter()
+    clock, cpu = time.perf_counter(), time.process_time()
     with ResultStore(store_path) as store:
         summary = execute(points, store, workers=workers, progress=progress,
                           version=code_version())
         wanted = {p.key for p in points}
         runs = [r for r in store.runs(sweep=sweep) if r.point_key in wanted]
-    wall = time.perf_counter() - clock
+    wall, cpu = time.perf_counter() - clock, time.process_time() - cpu
     if summary.failed:
         first = summary.failures[0]
         raise RuntimeError(f"{summary.failed} runs failed; first: {first.params}: {first.error}")
     if not summary.complete:
         raise KeyboardInterrupt
     durations = [r.duration_s for r in runs]
-    return runs, {"wall_s": wall, "ran": float(summary.ok), "runs": float(len(runs)),
+    return runs, {"wall_s": wall, "cpu_s": cpu, "ran": float(summary.ok),
+                  "runs": float(len(runs)),
                   "run_mean_s": float(np.mean(durations)) if durations else 0.0,
                   "run_sum_s": float(np.sum(durations))}
 
@@ -323,8 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in summary_lines(rows):
         print(line)
     print(f"{int(timing['runs'])} runs ({int(timing['ran'])} run now) in {timing['wall_s']:.1f} s "
-          f"wall; mean {timing['run_mean_s']:.3f} s per run, sum {timing['run_sum_s']:.1f} s "
-          f"-> {store}")
+          f"wall, {timing['cpu_s']:.1f} s CPU; mean {timing['run_mean_s']:.3f} s per run, sum "
+          f"{timing['run_sum_s']:.1f} s -> {store}")
     print(f"wrote {args.out / f'{sweep}.csv'} and {args.out / f'{sweep}.png'}")
     return 0
 

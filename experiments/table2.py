@@ -124,7 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"       {t['paper_speedup_mean']:>6.3f} {t['paper_speedup_p95']:>6.3f} "
               f"{t['paper_changes']:>7.2f}")
     print(f"{int(timing['runs'])} runs ({int(timing['ran'])} run now) in {timing['wall_s']:.1f} s "
-          f"wall; mean {timing['run_mean_s']:.3f} s per run -> {store}")
+          f"wall, {timing['cpu_s']:.1f} s CPU; mean {timing['run_mean_s']:.3f} s per run "
+          f"-> {store}")
     return 0
 
 
