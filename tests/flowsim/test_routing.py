@@ -333,3 +333,16 @@ def test_docstring_examples_run():
 
     result = doctest.testmod(flowsim.routing)
     assert result.attempted >= 3 and result.failed == 0
+
+
+def test_router_route_memo_is_bounded_and_consistent():
+    # Routes are memoised per (src, dst, port), at most 4 x cache_pairs of them; an entry dropped
+    # and recomputed is the same path, and non-int ports are still checked, not memoised.
+    topo = fat_tree(4)
+    router = Router(topo, seed=2, cache_pairs=2)
+    first = [router.route("h0", "h15", port) for port in range(20)]
+    assert len(router._routes) <= 8
+    assert [router.route("h0", "h15", port) for port in range(20)] == first
+    assert first == [Router(topo, seed=2).route("h0", "h15", port) for port in range(20)]
+    with pytest.raises(RoutingError, match="port must be an integer"):
+        router.route("h0", "h15", True)
