@@ -16,7 +16,10 @@ remaining nodes". We follow §7.1 by default (``--direction in``: a random non-p
 sends into a random rank): it is the paper's definition of congestion degree, the one its testbed
 (§7.2) and worked example (§4.3) use, and the one the rest of this project's scenarios use. The
 §7.3.1 reading is one flag away (``--direction out``: the rank sends to a random outside host).
-Either way the ``x`` congested ranks are distinct (so at x = 8 every rank is congested, as the
+By default the ranks sit one per pod (``--placement spread``), so every rank pair is equally far
+apart; ``--placement random`` draws 8 random hosts per scenario instead, which gives swaps path
+lengths to shorten (the paper's explanation of recursive doubling's gains). Either way the ``x``
+congested ranks are distinct (so at x = 8 every rank is congested, as the
 paper's note on Fig. 5 says) and so are the ``x`` outside hosts. A scenario's pairs depend on its
 seed and ``x`` only, so the three values of ``p`` congest the same pairs.
 
@@ -196,21 +199,29 @@ def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
 
 
 # -- Fig. 5 ----------------------------------------------------------------------------------------
+def random_hosts(seed: int, k: int = K, ranks: int = RANKS) -> list[str]:
+    """``ranks`` distinct hosts of a k-ary fat-tree drawn with ``seed`` (rank i on the i-th)."""
+    rng = np.random.default_rng([seed, 1000 + ranks])
+    return [f"h{i}" for i in rng.choice(k ** 3 // 4, size=ranks, replace=False)]
+
+
 def fig5_points(collectives: Iterable[str], xs: Iterable[int], ps: Iterable[int],
                 scenarios: int, *, epochs: int, direction: str, sweep: str,
-                warmup: int = WARMUP) -> list[Point]:
-    hosts = spread_hosts()
+                warmup: int = WARMUP, placement: str = "spread") -> list[Point]:
     all_hosts = [f"h{i}" for i in range(K ** 3 // 4)]
     points = []
     for coll in collectives:
         for x in xs:
             for p in ps:
                 for s in range(scenarios):
+                    hosts = spread_hosts() if placement == "spread" else random_hosts(s)
                     pairs = congested_pairs(s, x, hosts, all_hosts, direction)
                     doc = scenario_doc(coll, pairs, p, seed=s, hosts=hosts, epochs=epochs,
                                        name=sweep)
                     params = {"collective": coll, "x": x, "p": p, "scenario": s,
                               "direction": direction}
+                    if placement != "spread":  # (spread runs stored before this key existed)
+                        params["placement"] = placement
                     for react in ("off", "on"):
                         points.append(make_point(sweep, params, doc, react, warmup=warmup))
     return points
@@ -300,6 +311,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--direction", choices=("in", "out"), default="in",
                         help="in: outside host -> rank (§7.1, default); out: rank -> outside "
                              "host (§7.3.1)")
+    parser.add_argument("--placement", choices=("spread", "random"), default="spread",
+                        help="spread: one rank per pod (default); random: 8 random hosts per "
+                             "scenario")
     parser.add_argument("--store", type=Path, help="results store (default results/fig5.sqlite)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results",
                         help="folder for fig5.png and fig5.csv")
@@ -311,11 +325,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.collectives, args.xs, args.ps, args.scenarios, args.epochs = ["tree"], [1, 4], [2], \
             1, 13
         warmup = 6
-    sweep = "fig5" + ("-quick" if args.quick else "") + ("-out" if args.direction == "out"
-                                                          else "")
+    sweep = ("fig5" + ("-quick" if args.quick else "")
+             + ("-out" if args.direction == "out" else "")
+             + ("-random" if args.placement == "random" else ""))
     store = args.store or ROOT / "results" / f"{sweep}.sqlite"
     points = fig5_points(args.collectives, args.xs, args.ps, args.scenarios, epochs=args.epochs,
-                         direction=args.direction, sweep=sweep, warmup=warmup)
+                         direction=args.direction, sweep=sweep, warmup=warmup,
+                         placement=args.placement)
     runs, timing = run_points(points, store, workers=args.workers,
                               progress=not args.no_progress)
     rows = sorted(paired_rows(runs), key=lambda r: (list(COLLECTIVES).index(r["collective"]),

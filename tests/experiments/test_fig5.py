@@ -89,3 +89,13 @@ def test_oracle_quick_is_never_worse_than_the_baseline(tmp_path):
     assert float(row["algbw_oracle_gbps"]) >= float(row["algbw_base_gbps"])
     assert float(row["gap_to_oracle"]) == pytest.approx(
         float(row["algbw_oracle_gbps"]) / float(row["algbw_react_gbps"]) - 1, rel=1e-4)
+
+
+def test_random_placement_draws_distinct_hosts_per_scenario():
+    a = fig5.random_hosts(0)
+    assert len(set(a)) == 8 and set(a) <= set(ALL)
+    assert fig5.random_hosts(0) == a != fig5.random_hosts(1)
+    points = fig5.fig5_points(["rd"], [2], [1], 2, epochs=10, direction="in", sweep="t",
+                              placement="random")
+    assert points[0].scenario["jobs"][0]["placement"] == a
+    assert points[0].params["placement"] == "random"
