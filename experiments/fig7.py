@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     clock = time.perf_counter()
     run_and_plot(points, store=args.store, png=out_dir / "fig7.png",
                  csv_path=out_dir / "fig7.csv", x="case", workers=args.workers, out=sys.stdout,
-                 title="Fig. 7: two 8-rank jobs, 20 MB, Alibaba fabric (720 servers), "
+                 title="Fig. 7: two 8-rank jobs, 20 MB, Alibaba fabric (720 servers),\n"
                        "network sharing only",
                  xlabel="jobs", mode_labels={"on": "REACT on both", "scenario": "REACT on job 1"})
     print(f"{len({p.key for p in points})} runs in {time.perf_counter() - clock:.1f} s")

@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_and_plot(points, store=args.store, png=out_dir / "fig8.png",
                  csv_path=out_dir / "fig8.csv", x="failed_links", series="capacity_gbps",
                  workers=args.workers, out=sys.stdout,
-                 title="Fig. 8: 8-rank tree AllReduce, 20 MB, k=8 fat-tree, 4-way ECMP, "
+                 title="Fig. 8: 8-rank tree AllReduce, 20 MB, k=8 fat-tree, 4-way ECMP,\n"
                        "partial link failures",
                  xlabel="failed links", series_label="Gb/s")
     print(f"{len(points)} runs in {time.perf_counter() - clock:.1f} s "

@@ -213,7 +213,7 @@ def plot_improvement(
     ax.set_xlabel(xlabel or (x or ""))
     ax.set_ylabel("improvement in mean algorithm bandwidth (%)")
     if title:
-        ax.set_title(title)
+        ax.set_title(title, fontsize="medium")
     ax.grid(axis="y", alpha=0.3, zorder=0)
     ax.legend(fontsize="small")
     fig.tight_layout()
