@@ -5,10 +5,13 @@ the job's initial pattern by sequences of the three swap transforms (react.trans
 by :class:`react.swapspace.SwapSpace` without REACT's restriction to congested ranks), judged as
 follows:
 
-1. Run the scenario without REACT and give the last ``H`` = 60 epochs' per-flow FCTs to the
-   controller's own analytical model (:class:`react.estimate.FctHistory`, paper §5.4.1): a
-   candidate pattern's collective time is the critical path (:func:`react.critical.critical_path`)
-   of the FCTs the model predicts for its flows.
+1. Run the scenario without REACT and with REACT, and give the per-flow FCTs of the baseline's
+   last 60 epochs and of every REACT epoch (each with the pattern it ran; ``--baseline-only``
+   leaves REACT's out) to the controller's own analytical model
+   (:class:`react.estimate.FctHistory`, paper §5.4.1): a candidate pattern's collective time is
+   the critical path (:func:`react.critical.critical_path`) of the FCTs the model predicts for
+   its flows. REACT's epochs matter: the model knows a (src, dst) pair's cost only if some run
+   used that pair, and REACT's explored patterns use many more pairs than the baseline.
 2. Beam search over swap sequences: from the initial pattern, apply every viable swap of every
    rank to each of the ``beam`` best patterns found so far, keep the ``beam`` best distinct
    results by estimated time, and repeat ``depth`` times (default 8 wide, 3 deep: about
@@ -19,7 +22,7 @@ follows:
    oracle is the best of them and the initial pattern, by mean algorithm bandwidth over epochs
    25-99.
 
-Then REACT runs the same scenario; its gap to the oracle is ``oracle_algbw / react_algbw - 1``.
+REACT's run is the same scenario; its gap to the oracle is ``oracle_algbw / react_algbw - 1``.
 REACT's mean includes its exploration epochs; the pattern it ended with is also run fixed
 (``react_final``), which separates the cost of exploring from the quality of what it found.
 
@@ -107,8 +110,13 @@ def beam_search(model: FctModel, start: Pattern, message_bytes: float, *, beam: 
 
 def oracle_point(collective: str, x: int, p: int, seed: int, *, epochs: int = 100,
                  beam: int = 8, depth: int = 3, confirm: int = 4, direction: str = "in",
-                 warmup: int = WARMUP) -> dict[str, Any]:
-    """Baseline, REACT, REACT's final pattern fixed, and the oracle for one Fig. 5 scenario."""
+                 warmup: int = WARMUP, learn_from_react: bool = True) -> dict[str, Any]:
+    """Baseline, REACT, REACT's final pattern fixed, and the oracle for one Fig. 5 scenario.
+
+    ``learn_from_react``: the model also holds every epoch of the REACT run (each with the
+    pattern it ran), so it knows the pairs REACT's explored patterns used; otherwise it knows
+    only the baseline's last 60 epochs.
+    """
     hosts = spread_hosts()
     pairs = congested_pairs(seed, x, hosts, [f"h{i}" for i in range(K ** 3 // 4)], direction)
     doc = scenario_doc(collective, pairs, p, seed=seed, hosts=hosts, epochs=epochs,
@@ -118,12 +126,16 @@ def oracle_point(collective: str, x: int, p: int, seed: int, *, epochs: int = 10
     clock = time.perf_counter()
     base = run_fixed(scenario)
     start = base.patterns[0]
-    history = FctHistory(60)
-    history.add(start, base.results[-60:])
-    ranked = beam_search(history.model(), start, message, beam=beam, depth=depth)
-    search_s = time.perf_counter() - clock
     react = run_fixed(scenario, react=True)
     final = react.patterns[-1]
+    history = FctHistory(60 + (len(react.results) if learn_from_react else 0))
+    history.add(start, base.results[-60:])
+    if learn_from_react:
+        for pattern, result in zip(react.patterns, react.results, strict=True):
+            history.add(pattern, [result])
+    search = time.perf_counter()
+    ranked = beam_search(history.model(), start, message, beam=beam, depth=depth)
+    search_s = time.perf_counter() - search
     base_bw = mean_algbw_gbps(base, warmup)
     tried: list[tuple[float, Pattern, tuple[str, ...]]] = [(base_bw, start, ())]
     for _est, pattern, path in [t for t in ranked if t[1].flows != start.flows][:confirm]:
@@ -213,6 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=3)
     parser.add_argument("--confirm", type=int, default=4,
                         help="best candidates by estimate to run in the simulator")
+    parser.add_argument("--baseline-only", action="store_true",
+                        help="the model knows only the baseline run's FCTs (default: also every "
+                             "epoch of the REACT run)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results",
                         help="folder for fig5_oracle.csv")
     args = parser.parse_args(argv)
@@ -227,8 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for s in range(args.scenarios):
             rows.append(oracle_point(args.collective, x, args.p, s, epochs=args.epochs,
                                      beam=args.beam, depth=args.depth, confirm=args.confirm,
-                                     warmup=warmup))
-    name = "fig5_oracle" + ("_quick" if args.quick else "")
+                                     warmup=warmup,
+                                     learn_from_react=not args.baseline_only))
+    name = ("fig5_oracle" + ("_baseline_only" if args.baseline_only else "")
+            + ("_quick" if args.quick else ""))
     write_csv(args.out / f"{name}.csv", rows)
     for line in summary_lines(rows):
         print(line)
