@@ -207,36 +207,37 @@ def water_fill_lists(paths: Sequence[Sequence[int]], weights: Sequence[float],
                     else:
                         wsum[lk] = 0.0 + w
                         rem[lk] = capacity[lk]
+    cnt: dict[int, int] = {}  # unfrozen flows per link: a link is live while it has any
+    for path in paths:
+        for lk in path:
+            cnt[lk] = cnt.get(lk, 0) + 1
     active = list(range(n))
+    inf = math.inf
     while True:
-        share: dict[int, float] = {}
-        fmins: list[float] = []
-        for i in active:
-            f = math.inf
-            for lk in paths[i]:
-                x = share.get(lk)
-                if x is None:
-                    x = share[lk] = rem[lk] / wsum[lk]
-                if x < f:
-                    f = x
-            fmins.append(f)
-        # A link is blocked when one of its flows has a tighter link elsewhere (see water_fill).
-        blocked: set[int] = set()
-        for i, f in zip(active, fmins, strict=True):
-            for lk in paths[i]:
-                if share[lk] > f:
-                    blocked.add(lk)
+        share = {lk: rem[lk] / wsum[lk] for lk in cnt}
+        get = share.__getitem__
+        apaths = [paths[i] for i in active]
+        fmins = [min(map(get, p)) for p in apaths]
+        # A link saturates now when none of its flows has a tighter link elsewhere (such a flow
+        # may freeze first and release capacity, so the link's share may still rise): when the
+        # lowest tightest share among its flows is its own share. A flow freezes when it crosses
+        # such a link. (The array core's "blocked" links are exactly the others.)
+        low = dict.fromkeys(share, inf)
+        for p, f in zip(apaths, fmins, strict=True):
+            for lk in p:
+                if f < low[lk]:
+                    low[lk] = f
+        sat = {lk for lk, x in share.items() if low[lk] >= x}
+        clear = sat.isdisjoint
         fixed: list[int] = []
         fixed_rate: list[float] = []
         waiting: list[int] = []
-        for i, f in zip(active, fmins, strict=True):
-            for lk in paths[i]:
-                if not share[lk] > f and lk not in blocked:
-                    fixed.append(i)
-                    fixed_rate.append(f if unit else weights[i] * f)
-                    break
-            else:
+        for i, p, f in zip(active, apaths, fmins, strict=True):
+            if clear(p):
                 waiting.append(i)
+            else:
+                fixed.append(i)
+                fixed_rate.append(f if unit else weights[i] * f)
         if not waiting:
             for i, r in zip(fixed, fixed_rate, strict=True):
                 rates[i] = r
@@ -260,6 +261,13 @@ def water_fill_lists(paths: Sequence[Sequence[int]], weights: Sequence[float],
         for lk, d in dec.items():
             rem[lk] -= d
             wsum[lk] -= dw[lk]
+        for i in fixed:
+            for lk in paths[i]:
+                c = cnt[lk] - 1
+                if c:
+                    cnt[lk] = c
+                else:
+                    del cnt[lk]
         for i, r in zip(fixed, fixed_rate, strict=True):
             rates[i] = r
         active = waiting
