@@ -169,6 +169,14 @@ class Network:
         self._lv: list[float] = [0.0] * size
         self._rt: list[float] = [0.0] * size
         self._wt: list[float] = [1.0] * size
+        # Bytes left, bytes sent and t0 live in Python lists while the plain-Python re-solve runs
+        # (few flows) and in the arrays above while the numpy one runs; _sync_state moves them
+        # when the engine switches (rarely: when the number of running flows crosses the
+        # threshold).
+        self._lists_mode = True
+        self._t0l: list[float] = [0.0] * size
+        self._leftl: list[float] = [0.0] * size
+        self._sentl: list[float] = [0.0] * size
         self._members: list[set[int]] = [set() for _ in range(n)]
         self._cap_list: list[float] = self._cap.tolist()
         self._n_weighted = 0  # running flows of weight != 1 (0: the solver may count)
@@ -264,9 +272,14 @@ class Network:
         self._paths[:, slot] = self._n_links
         self._paths[: len(links), slot] = links
         self._weight[slot] = w
-        self._left[slot] = size
-        self._sent[slot] = 0.0
-        self._t0[slot] = now
+        if self._lists_mode:
+            self._leftl[slot] = size
+            self._sentl[slot] = 0.0
+            self._t0l[slot] = now
+        else:
+            self._left[slot] = size
+            self._sent[slot] = 0.0
+            self._t0[slot] = now
         # A new flow's rate is -1 until its first solve, so that the solve always records it
         # (even at rate 0); its level is inf so that it is never kept at an old rate.
         self._rate[slot] = -1.0
@@ -353,7 +366,7 @@ class Network:
             rate = self._rate[slot]
             out.append(FlowState(
                 flow_id=m.flow_id, src=m.src, dst=m.dst, size_bytes=m.size,
-                sent_bytes=float(self._sent[slot] + rate * (now - self._t0[slot])),
+                sent_bytes=float(self._sent_at(slot, now)),
                 rate_bps=float(rate * 8.0), start_s=m.start, path=m.path, port=m.port,
                 tag=m.tag, tenant=m.tenant, weight=m.weight,
             ))
@@ -421,9 +434,31 @@ class Network:
             self._lv.extend([0.0] * (new - old))
             self._rt.extend([0.0] * (new - old))
             self._wt.extend([1.0] * (new - old))
+            self._t0l.extend([0.0] * (new - old))
+            self._leftl.extend([0.0] * (new - old))
+            self._sentl.extend([0.0] * (new - old))
             self._meta.extend([None] * (new - old))
             self._free = list(range(new - 1, old - 1, -1))
         return self._free.pop()
+
+    def _sent_at(self, slot: int, now: float) -> float:
+        """Bytes a running flow has sent by ``now``."""
+        rate = max(self._rt[slot], 0.0)
+        if self._lists_mode:
+            return self._sentl[slot] + rate * (now - self._t0l[slot])
+        return float(self._sent[slot] + rate * (now - self._t0[slot]))
+
+    def _sync_state(self, lists_mode: bool) -> None:
+        """Move bytes left, bytes sent and t0 to the lists (True) or the arrays (False)."""
+        if lists_mode:
+            self._t0l = self._t0.tolist()
+            self._leftl = self._left.tolist()
+            self._sentl = self._sent.tolist()
+        else:
+            self._t0[:] = self._t0l
+            self._left[:] = self._leftl
+            self._sent[:] = self._sentl
+        self._lists_mode = lists_mode
 
     def _flow(self, slot: int) -> _Meta:
         m = self._meta[slot]
@@ -444,7 +479,7 @@ class Network:
         """Remove a flow (finished or stopped) and fire its event (after latency if finished)."""
         m = self._flow(slot)
         if stopped:
-            sent = float(self._sent[slot] + max(self._rate[slot], 0.0) * (now - self._t0[slot]))
+            sent = float(self._sent_at(slot, now))
             if sent > m.size:
                 sent = m.size
             end = now
@@ -521,7 +556,10 @@ class Network:
         now = self.env.now
         level_cut = self._safe_level()
         self.resolves += 1
-        if len(self._slot_of) <= self._small_flows:
+        small = len(self._slot_of) <= self._small_flows
+        if small != self._lists_mode:
+            self._sync_state(small)
+        if small:
             self._resolve_small(now, level_cut)
         else:
             self._resolve_arrays(now, level_cut)
@@ -567,17 +605,17 @@ class Network:
             residual[lk] = cap[lk] - used
         rates = water_fill_lists(paths, [wt[s] for s in solve], residual,
                                  unit_weights=self._n_weighted == 0)
-        t0a, sent_a, left_a, rate_a, level_a, end_a = (
-            self._t0, self._sent, self._left, self._rate, self._level, self._end)
+        t0l, sentl, leftl, rate_a, level_a, end_a = (
+            self._t0l, self._sentl, self._leftl, self._rate, self._level, self._end)
         for s, r in zip(solve, rates, strict=True):
             old = rt[s]
             if r != old:
                 # A new flow's rate is -1 but its t0 is now: it moved -0.0 bytes, a no-op.
-                moved = old * (now - t0a.item(s))
-                sent_a[s] += moved
-                left = left_a.item(s) - moved
-                left_a[s] = left
-                t0a[s] = now
+                moved = old * (now - t0l[s])
+                sentl[s] += moved
+                left = leftl[s] - moved
+                leftl[s] = left
+                t0l[s] = now
                 rate_a[s] = r
                 rt[s] = r
                 x = r / wt[s]

@@ -219,12 +219,13 @@ def test_network_explicit_path_is_used(net):
 # -- incremental re-solve agrees with a solve from scratch -----------------------------------
 
 
-@pytest.mark.parametrize("small_flows", [None, 0], ids=["default", "arrays-only"])
+@pytest.mark.parametrize("small_flows", [None, 0, 4], ids=["default", "arrays-only", "mixed"])
 @pytest.mark.parametrize("seed", range(6))
 def test_network_rates_match_a_fresh_solve_after_every_change(seed, small_flows):
     # Random arrivals (some weighted, some long-lived), stops and capacity changes on a small
     # leaf-spine; after every change the engine's rates must equal max-min computed from scratch.
-    # Run with the default solver choice (few flows: the plain-Python path) and numpy only.
+    # Run with the default solver choice (few flows: the plain-Python path), numpy only, and a
+    # threshold of 4 flows, so that the engine switches between the two paths during the run.
     rng = random.Random(seed)
     topo = leaf_spine(leaves=3, spines=2, hosts_per_leaf=3)
     network = Network(topo, seed=seed)
@@ -311,7 +312,10 @@ def test_network_small_and_array_paths_give_identical_records(monkeypatch):
     arrays = _workload()
     monkeypatch.setattr(flowsim.network, "_SMALL_FLOWS", 10**9)
     lists = _workload()
+    monkeypatch.setattr(flowsim.network, "_SMALL_FLOWS", 5)  # switches paths during the run
+    mixed = _workload()
     assert [repr(r) for r in default] == [repr(r) for r in arrays] == [repr(r) for r in lists]
+    assert [repr(r) for r in mixed] == [repr(r) for r in arrays]
 
 
 def test_network_is_deterministic_within_a_process():
