@@ -8,6 +8,10 @@ and prints flows per second, the speed ratio and the largest relative error agai
 completion times. Absolute times drift between machines and runs; the ratio, measured in the
 same process, is the figure to quote.
 
+Then the per-event cost at small concurrency (the REACT closed loops' regime): ``n`` flows at
+once on a 32-host leaf-spine, each replaced by a new random one when it ends, reported as
+microseconds per re-solve, with the engine's plain-Python small path and with numpy only.
+
 Then a memory check: a k=16 fat-tree (1,024 hosts) with 2,000 concurrent flows between random
 hosts, reporting time and peak traced memory.
 
@@ -218,12 +222,50 @@ def fat_tree_memory(n_flows: int = 2000, k: int = 16, seed: int = 1) -> dict:
             "maxrss_mib": rss, "resolves": net.resolves}
 
 
+def closed_loop(n_concurrent: int, total: int, small: bool = True, seed: int = 5) -> dict:
+    """``n_concurrent`` flows at a time on ``leaf_spine(4, 2, 8)`` until ``total`` have run.
+
+    Each finished flow is replaced at once by a new one between random hosts (random size
+    0.1-10 MB, random port), so every event is a departure plus an arrival, as in a REACT closed
+    loop. ``small=False`` forces the numpy re-solve whatever the number of flows.
+    """
+    from flowsim.topologies import leaf_spine
+
+    topo = leaf_spine(leaves=4, spines=2, hosts_per_leaf=8)
+    net = Network(topo)
+    if not small:
+        net._small_flows = 0
+    hosts = topo.hosts
+    rng = random.Random(seed)
+    started = 0
+
+    def start() -> None:
+        nonlocal started
+        if started >= total:
+            return
+        started += 1
+        src, dst = rng.sample(hosts, 2)
+        ev = net.start_flow(src, dst, rng.uniform(1e5, 1e7), port=rng.randrange(4))
+        ev.callbacks.append(lambda _e: start())
+
+    for _ in range(n_concurrent):
+        start()
+    t0 = time.perf_counter()
+    net.env.run()
+    elapsed = time.perf_counter() - t0
+    return {"flows": len(net.records), "seconds": elapsed, "resolves": net.resolves,
+            "us_per_resolve": elapsed / net.resolves * 1e6,
+            "ends": [r.end_s for r in net.records]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", type=int, default=None, metavar="N",
                         help="replay only the first N flows of each workload (both simulators)")
     parser.add_argument("--no-naive", action="store_true", help="skip the naive baseline")
     parser.add_argument("--no-memory", action="store_true", help="skip the fat-tree memory check")
+    parser.add_argument("--no-closed-loop", action="store_true",
+                        help="skip the small-concurrency closed-loop timing")
     parser.add_argument("--workloads", nargs="*", default=["c100", "c1000"],
                         choices=["c100", "c1000"])
     args = parser.parse_args(argv)
@@ -238,6 +280,17 @@ def main(argv: list[str] | None = None) -> int:
               f"{row.get('err_vs_simgrid', math.nan):>19.2e} "
               f"{row.get('mean_dur_rel_diff_vs_simgrid', math.nan):>14.2e} "
               f"{row.get('err_vs_naive', math.nan):>13.2e}", flush=True)
+    if not args.no_closed_loop:
+        total = min(args.quick or 3000, 3000)
+        for n in (8, 16, 32):
+            fast = closed_loop(n, total)
+            arrays = closed_loop(n, total, small=False)
+            same = "identical" if fast["ends"] == arrays["ends"] else "DIFFERENT"
+            print(f"closed loop, {n:>2} concurrent flows, {fast['flows']} flows: "
+                  f"{fast['us_per_resolve']:.0f} us per re-solve (numpy only: "
+                  f"{arrays['us_per_resolve']:.0f} us, "
+                  f"{arrays['us_per_resolve'] / fast['us_per_resolve']:.2f}x); "
+                  f"completion times {same}", flush=True)
     if not args.no_memory:
         m = fat_tree_memory()
         print(f"fat-tree k=16: {m['hosts']} hosts, {m['links']} links, {m['flows']} concurrent "

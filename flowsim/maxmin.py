@@ -157,7 +157,8 @@ def water_fill_columns(P: np.ndarray, weights: np.ndarray, capacity: np.ndarray,
 
 
 def water_fill_lists(paths: Sequence[Sequence[int]], weights: Sequence[float],
-                     capacity: Mapping[int, float], unit_weights: bool | None = None) -> list[float]:
+                     capacity: Mapping[int, float],
+                     unit_weights: bool | None = None) -> list[float]:
     """:func:`water_fill_columns` in plain Python, for small problems (the engine's small path).
 
     Below a few dozen flows numpy's per-call overhead, not arithmetic, sets the cost of a

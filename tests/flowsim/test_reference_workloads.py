@@ -54,3 +54,5 @@ def test_bench_main_quick_runs(bench, capsys):
     assert bench.main(["--quick", "300", "--no-memory", "--workloads", "c100"]) == 0
     out = capsys.readouterr().out
     assert "c100" in out and "x" in out
+    # The closed-loop section runs both re-solve paths; their completion times must be equal.
+    assert out.count("completion times identical") == 3
