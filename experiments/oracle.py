@@ -15,7 +15,7 @@ follows:
 2. Beam search over swap sequences: from the initial pattern, apply every viable swap of every
    rank to each of the ``beam`` best patterns found so far, keep the ``beam`` best distinct
    results by estimated time, and repeat ``depth`` times (default 8 wide, 3 deep: about
-   5,000 estimates for the 8-rank tree).
+   2,000 estimates for the 8-rank tree).
 3. The model only knows the pairs it saw (other flows get the median FCT of their degree), so the
    ``confirm`` best distinct candidates by estimate (default 4) run in the simulator as fixed
    patterns, REACT off, on the scenario's seeds (same background, same ECMP port draws). The
