@@ -73,7 +73,7 @@ _SAFE_RTOL = 1e-9
 # numpy arrays: below it numpy's per-call overhead costs more than the loops it saves. Both
 # paths give bit-for-bit the same rates, so the choice never changes a result. Chosen by
 # measurement on the reference workloads (docs/benchmarks.md).
-_SMALL_FLOWS = 40
+_SMALL_FLOWS = 24
 
 
 class FlowDone(simpy.Event):
