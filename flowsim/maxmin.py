@@ -1,7 +1,8 @@
 """Weighted max-min fair rate allocation by progressive filling (water-filling).
 
 A pure solver: no time, no SimPy. The engine (:mod:`flowsim.network`) calls the array core
-:func:`water_fill`; people and tests call the front door :func:`max_min_rates`.
+:func:`water_fill` (or, for a few flows, :func:`water_fill_lists`, the same algorithm on lists:
+same rates, bit for bit); people and tests call the front door :func:`max_min_rates`.
 
 The problem
 -----------

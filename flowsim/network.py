@@ -42,6 +42,10 @@ departure the level is the departing flow's own level; for a link gaining flows 
 capacity it is computed exactly from the link's piecewise-linear fill curve
 (:meth:`Network._safe_level`).
 
+With few running flows (``_SMALL_FLOWS``) the re-solve runs in plain Python
+(:func:`flowsim.maxmin.water_fill_lists`), otherwise on numpy arrays; both do the same arithmetic
+in the same order, so the choice never changes a result.
+
 Precision
 ---------
 Each flow keeps ``(bytes left, time of last rate change, rate)``; bytes left are only updated when
