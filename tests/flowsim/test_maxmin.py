@@ -185,7 +185,7 @@ def test_max_min_matches_sequential_filling(instance):
         assert got[f] == pytest.approx(expected[f], rel=1e-9, abs=1e-12)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(instances())
 def test_water_fill_lists_agrees_with_the_array_core(instance):
     # The engine solves few flows with the plain-Python solver and many with the numpy one; they
