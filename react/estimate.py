@@ -21,7 +21,7 @@ from __future__ import annotations
 import statistics
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -31,8 +31,8 @@ from react.errors import ReactError
 from react.pattern import Flow, Pattern
 
 
-@dataclass(frozen=True, slots=True)
-class _Observation:
+class _Observation(NamedTuple):
+    # A NamedTuple, not a dataclass: hundreds are made per batch and tuples are cheap.
     src: int
     dst: int
     degree: int
@@ -53,11 +53,12 @@ class FctHistory:
 
     def add(self, pattern: Pattern, batch: Sequence[EpochResult]) -> None:
         """Record every flow of every epoch in ``batch`` (all run with ``pattern``)."""
-        degrees = flow_degrees(pattern)
+        degrees = flow_degrees(pattern).tolist()
         for result in batch:
             self._epochs.append(
                 tuple(
-                    _Observation(t.flow.src, t.flow.dst, int(degrees[i]), t.size_bytes, t.fct_s)
+                    _Observation(t.flow.src, t.flow.dst, degrees[i], t.size_bytes,
+                                 t.end_s - t.start_s)
                     for i, t in enumerate(result.flows)
                     if t.size_bytes > 0
                 )
