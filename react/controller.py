@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
@@ -48,7 +48,7 @@ from react.errors import ReactError
 from react.estimate import FctHistory, FctModel
 from react.pattern import Flow, Pattern
 from react.swapspace import Direction, SwapSpace
-from react.transforms import PRIORITY, GlobalSwap, PositionSwap, Swap
+from react.transforms import GlobalSwap, PositionSwap, Swap
 
 Action = Literal["keep", "try", "revert", "revert_try", "settled"]
 
@@ -299,7 +299,7 @@ class Controller:
         return decision
 
     def swap_space(self, pattern: Pattern) -> SwapSpace:
-        """The (cached) swap space of ``pattern``; ``build_all()`` on it precomputes every rank's."""
+        """The (cached) swap space of ``pattern``; its ``build_all()`` precomputes all ranks."""
         return self._space(pattern)
 
     def _space(self, pattern: Pattern, *, check: bool = False) -> SwapSpace:
@@ -357,14 +357,16 @@ class Controller:
                 break
             if rank in moved:
                 continue
-            space = self._space(current)
-            candidates = [
-                s for s in space.candidates(rank, graph=vertex.graph, step=vertex.flow_step,
-                                            direction=vertex.direction)
-                if _partner(s, rank) not in blocked and _partner(s, rank) not in moved
-                and s not in tabu
-            ]
-            for swap in self._shuffled_by_class(space, rank, vertex.direction, candidates):
+            classes = self._space(current).candidate_classes(
+                rank, graph=vertex.graph, step=vertex.flow_step, direction=vertex.direction
+            )
+            candidates = self._shuffled(
+                [s for s in group
+                 if _partner(s, rank) not in blocked and _partner(s, rank) not in moved
+                 and s not in tabu]
+                for group in classes
+            )
+            for swap in candidates:
                 if trials >= budget:
                     break
                 trials += 1
@@ -388,20 +390,11 @@ class Controller:
         notes.append(f"{trials} swap(s) estimated, {len(accepted)} accepted")
         return _Exploration(current, tuple(accepted), before, after, frozenset(resolved))
 
-    def _shuffled_by_class(
-        self, space: SwapSpace, rank: int, direction: Direction, candidates: list[Swap]
-    ) -> list[Swap]:
+    def _shuffled(self, classes: Iterable[list[Swap]]) -> list[Swap]:
         """Keep the priority classes in order; shuffle inside each (the paper picks at random)."""
-        base = space.load(rank, direction)
-        classes: dict[tuple[int, bool], list[Swap]] = {}
-        for swap in candidates:
-            worse = space.load_after(rank, swap, direction) >= base
-            classes.setdefault((PRIORITY[swap.kind], worse), []).append(swap)
         out: list[Swap] = []
-        for key in sorted(classes):
-            group = classes[key]
-            order = self._rng.permutation(len(group))
-            out.extend(group[i] for i in order)
+        for group in classes:
+            out.extend(group[i] for i in self._rng.permutation(len(group)))
         return out
 
 

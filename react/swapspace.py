@@ -229,11 +229,24 @@ class SwapSpace:
         preferred ones (§5.3.2) first. ``graph`` restricts position and chunk-local swaps to the
         chunk graph of the congested flow, ``step`` restricts position swaps to windows that
         contain the congested flow's step. Ties are in a fixed order; the paper picks at random
-        among them (§5.4.1), which is the caller's choice.
+        among them (§5.4.1), which is the caller's choice (see :meth:`candidate_classes`).
+        """
+        return tuple(
+            swap for group in self.candidate_classes(rank, graph, step, direction) for swap in group
+        )
+
+    def candidate_classes(
+        self, rank: int, graph: int | None = None, step: int | None = None,
+        direction: Direction = "any",
+    ) -> tuple[tuple[Swap, ...], ...]:
+        """:meth:`candidates` cut into its classes of equal rank, in priority order.
+
+        Six classes: for each kind (position, chunk-local, global) the preferred swaps, then the
+        others; empty classes included. Within a class the paper picks at random.
         """
         self._check_direction(direction)
         base = self.load(rank, direction)
-        out: list[Swap] = []
+        out: list[tuple[Swap, ...]] = []
         for kind in _KINDS:
             good: list[Swap] = []
             rest: list[Swap] = []
@@ -245,8 +258,8 @@ class SwapSpace:
                 ):
                     continue
                 (good if self.load_after(rank, swap, direction) < base else rest).append(swap)
-            out.extend(good)
-            out.extend(rest)
+            out.append(tuple(good))
+            out.append(tuple(rest))
         return tuple(out)
 
     def load(self, rank: int, direction: Direction = "any") -> int:
