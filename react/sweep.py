@@ -721,7 +721,7 @@ def add_parsers(sub: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> No
                     "react/sweep.py), with and without REACT, recording each run in the results "
                     "store as it finishes. Rerunning skips finished runs, so an interrupted "
                     "sweep resumes where it stopped. Exit status 1 if any run failed.",
-        epilog="Example: react sweep experiments/sweeps/fig5.toml --workers 2",
+        epilog="Example: react sweep experiments/sweeps/tree_star_p.toml --workers 2",
     )
     sweep.add_argument("spec", metavar="SPEC", help="sweep spec TOML file")
     sweep.add_argument("--store", metavar="PATH", default=str(DEFAULT_STORE),

@@ -477,3 +477,15 @@ def test_dask_local_cluster_runs_the_sweep(sweep_dir):
         runs = store.runs()
     assert (summary.ok, summary.failed) == (4, 2)
     assert sorted(r.point_key for r in runs) == sorted(p.key for p in points)
+
+
+def test_shipped_example_spec_expands():
+    # experiments/sweeps/tree_star_p.toml: 3 values of p x 3 seeds x (off, on) = 18 runs.
+    from pathlib import Path
+
+    from react.sweep import expand, load_spec
+
+    spec = load_spec(Path(__file__).parents[2] / "experiments/sweeps/tree_star_p.toml")
+    points = expand(spec)
+    assert len(points) == 18
+    assert {p.params["background.0.p"] for p in points} == {1, 2, 4}
