@@ -13,7 +13,6 @@ pairs every run with REACT with its baseline run (same ``pair_key``: same scenar
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from react.errors import ReactError
-from react.store import DEFAULT_STORE, ResultStore, RunRecord, StoreError
+from react.store import DEFAULT_STORE, ResultStore, RunRecord, StoreError, write_csv_rows
 
 __all__ = [
     "CSV_FIELDS",
@@ -142,11 +141,7 @@ def _order(value: Any) -> tuple[int, Any]:
 
 def write_csv(path: str | os.PathLike[str], rows: Sequence[Mapping[str, Any]]) -> None:
     """Write :func:`aggregate` rows (columns :data:`CSV_FIELDS`)."""
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: row[k] for k in CSV_FIELDS})
+    write_csv_rows(path, rows, CSV_FIELDS)
 
 
 def plot_improvement(

@@ -9,7 +9,6 @@ the question a table answers is "what does the job see once REACT has settled".
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -23,6 +22,7 @@ import numpy as np
 from react.controller import Decision
 from react.errors import ReactError
 from react.jobs import JobRun
+from react.store import write_csv_rows
 
 __all__ = [
     "DEFAULT_WARMUP",
@@ -194,11 +194,7 @@ def write_json(path: str | os.PathLike[str], *, scenario: str, warmup: int,
 
 def write_csv(path: str | os.PathLike[str], rows: Sequence[Mapping[str, Any]]) -> None:
     """Per-epoch rows as CSV with the header :data:`CSV_FIELDS`."""
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: row[k] for k in CSV_FIELDS})
+    write_csv_rows(path, rows, CSV_FIELDS)
 
 
 def plot_timeline(path: str | os.PathLike[str], *, off: JobRun | None = None,

@@ -39,6 +39,7 @@ __all__ = [
     "StoreError",
     "format_report",
     "report_rows",
+    "write_csv_rows",
     "write_report_csv",
 ]
 
@@ -385,10 +386,20 @@ def format_report(rows: Sequence[Mapping[str, Any]]) -> Iterator[str]:
                f"{_cell(r['settled_epoch'], 'd'):>7}  {r['status']}")
 
 
-def write_report_csv(path: str | os.PathLike[str], rows: Sequence[Mapping[str, Any]]) -> None:
-    """Write the report rows as CSV (columns :data:`REPORT_FIELDS`; blanks where missing)."""
+def write_csv_rows(
+    path: str | os.PathLike[str], rows: Sequence[Mapping[str, Any]], fields: Sequence[str]
+) -> None:
+    """Write ``rows`` as CSV with the columns ``fields``, in that order; ``None`` as a blank.
+
+    The one CSV writer of the result tables (``react report``, ``react plot``, ``react run``).
+    """
     with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=REPORT_FIELDS)
+        writer = csv.DictWriter(f, fieldnames=list(fields))
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: ("" if row[k] is None else row[k]) for k in REPORT_FIELDS})
+            writer.writerow({k: ("" if row[k] is None else row[k]) for k in fields})
+
+
+def write_report_csv(path: str | os.PathLike[str], rows: Sequence[Mapping[str, Any]]) -> None:
+    """Write the report rows as CSV (columns :data:`REPORT_FIELDS`; blanks where missing)."""
+    write_csv_rows(path, rows, REPORT_FIELDS)
