@@ -91,8 +91,8 @@ def water_fill(paths: np.ndarray, weights: np.ndarray, capacity: np.ndarray) -> 
     return water_fill_columns(np.where(paths.T < 0, n_links, paths.T), weights, capacity)
 
 
-def water_fill_columns(P: np.ndarray, weights: np.ndarray, capacity: np.ndarray,
-                       unit_weights: bool | None = None) -> np.ndarray:
+def water_fill_columns(P: np.ndarray, weights: np.ndarray | None, capacity: np.ndarray,
+                       unit_weights: bool | None = None, *, scratch: bool = False) -> np.ndarray:
     """:func:`water_fill` on the engine's layout: one column per flow, padding ``len(capacity)``.
 
     Parameters
@@ -100,59 +100,91 @@ def water_fill_columns(P: np.ndarray, weights: np.ndarray, capacity: np.ndarray,
     P : ndarray of int, shape (max_len, n_flows)
         Column ``i`` holds the links of flow ``i``, padded with ``len(capacity)`` (a virtual link
         of infinite capacity).
-    weights, capacity
+    weights : ndarray of float, shape (n_flows,), or None
+        As in :func:`water_fill`; None: every weight is 1.
+    capacity
         As in :func:`water_fill`.
     unit_weights : bool, optional
         Whether every weight is 1 (then link weight sums are plain counts); computed if not given.
+    scratch : bool
+        The caller hands ``capacity`` over as scratch space: its last entry is the padding link
+        (``inf``), which ``P``'s padding indexes, and the solver overwrites it instead of copying.
+
+    Notes
+    -----
+    At the engine's sizes (tens to hundreds of flows) a round costs about twenty numpy calls
+    whatever the size, so the loop avoids calls rather than arithmetic: no per-round
+    allocation of tiled weights (one buffer is refilled) and counts instead of weight sums when
+    every weight is 1.
     """
     n_flows = P.shape[1]
-    rates = np.zeros(n_flows)
     if n_flows == 0:
-        return rates
-    n_links = capacity.shape[0]
-    sentinel = n_links
-    width = P.shape[0]
-    rem = np.empty(n_links + 1)
-    rem[:n_links] = capacity
-    rem[sentinel] = math.inf
-    w = np.asarray(weights, dtype=float)
-    ones = np.ones((width, 1))  # (ones * x).ravel() tiles x once per path position
-    unit = bool((w == 1.0).all()) if unit_weights is None else unit_weights
-    if unit:  # the common case: counts instead of weight sums
-        wsum = np.bincount(P.ravel(), minlength=n_links + 1).astype(float)
+        return np.zeros(0)
+    if scratch:
+        rem = capacity
+        n_links = capacity.shape[0] - 1  # P's padding: the last entry
     else:
-        wsum = np.bincount(P.ravel(), weights=(ones * w).ravel(), minlength=n_links + 1)
-    idx = np.arange(n_flows)
-    blocked = np.zeros(n_links + 1, dtype=bool)
+        n_links = capacity.shape[0]
+        rem = np.empty(n_links + 1)
+        rem[:n_links] = capacity
+        rem[n_links] = math.inf
+    size = n_links + 1
+    width = P.shape[0]
+    if weights is None:
+        w = np.ones(n_flows)
+        unit = True
+    else:
+        w = np.asarray(weights, dtype=float)
+        unit = bool((w == 1.0).all()) if unit_weights is None else unit_weights
+    buf = np.empty(width * n_flows)  # per-incidence values: weights or rates tiled by position
+    if unit:  # the common case: counts instead of weight sums
+        wsum = np.bincount(P.ravel(), minlength=size).astype(float)
+    else:
+        buf.reshape(width, n_flows)[:] = w
+        wsum = np.bincount(P.ravel(), weights=buf, minlength=size)
+    rates = np.empty(n_flows)
+    idx: np.ndarray | None = None  # positions of the columns still in P (None: all)
+    n = n_flows
     with np.errstate(divide="ignore", invalid="ignore"):
         while True:
             # Links without flows give inf or nan, which no flow reads; the padding link gives inf.
             share = rem / wsum
             S = share[P]
             fmin = S.min(axis=0)
-            above = S > fmin
             # A link is blocked when one of its flows has a tighter link elsewhere: that flow
-            # may freeze first and release capacity, so the link's share may still rise.
-            blocked[:] = False
-            blocked[P[above]] = True
-            wait = (above | blocked[P]).all(axis=0)
-            if not wait.any():
-                rates[idx] = fmin if unit else w * fmin
+            # may freeze first and release capacity, so the link's share may still rise. An
+            # unblocked link is every one of its flows' tightest, so a flow freezes now exactly
+            # when it crosses an unblocked link (the padding link, at share inf, is blocked).
+            blocked = np.bincount(P[S > fmin], minlength=size)
+            wait = blocked[P].all(axis=0)
+            k = n - np.count_nonzero(wait)  # flows freezing now (at least one)
+            if k == n:
+                r = fmin if unit else w * fmin
+                if idx is None:
+                    rates = r
+                else:
+                    rates[idx] = r
                 break
             fix = ~wait
             Pf = P.compress(fix, axis=1).ravel()
+            r = fmin.compress(fix)
+            tiled = buf[: width * k]
             if unit:
-                r = fmin.compress(fix)
-                wsum -= np.bincount(Pf, minlength=n_links + 1)
+                wsum -= np.bincount(Pf, minlength=size)
             else:
                 wf = w.compress(fix)
-                r = wf * fmin.compress(fix)
-                wsum -= np.bincount(Pf, weights=(ones * wf).ravel(), minlength=n_links + 1)
+                tiled.reshape(width, k)[:] = wf
+                wsum -= np.bincount(Pf, weights=tiled, minlength=size)
+                r = wf * r
                 w = w.compress(wait)
+            if idx is None:
+                idx = np.arange(n_flows)
             rates[idx.compress(fix)] = r
-            rem -= np.bincount(Pf, weights=(ones * r).ravel(), minlength=n_links + 1)
+            tiled.reshape(width, k)[:] = r
+            rem -= np.bincount(Pf, weights=tiled, minlength=size)
             P = P.compress(wait, axis=1)
             idx = idx.compress(wait)
+            n -= k
     # Round-off can leave a full link a hair below zero; no rate is negative.
     return np.maximum(rates, 0.0, out=rates)
 

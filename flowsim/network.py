@@ -78,6 +78,11 @@ _SAFE_RTOL = 1e-9
 # paths give bit-for-bit the same rates, so the choice never changes a result. Chosen by
 # measurement on the reference workloads (docs/benchmarks.md).
 _SMALL_FLOWS = 24
+# Up to this many running flows the per-flow state (bytes left, bytes sent, t0) lives in Python
+# lists and the update after a numpy solve is a Python loop (few rates change per re-solve);
+# above it the state lives in numpy arrays and the update is vectorised. Same arithmetic either
+# way. Chosen by measurement (docs/benchmarks.md).
+_LIST_FLOWS = 256
 
 
 class FlowDone(simpy.Event):
@@ -159,13 +164,14 @@ class Network:
         size = 64
         self._width = 4
         self._ones = np.ones((self._width, 1))  # (ones * x).ravel() tiles x per path position
+        self._padding = self._paddings()  # _padding[k]: what fills a k-link path's column
         self._paths = np.full((self._width, size), n, dtype=np.intp)  # padding = n (virtual link)
         self._weight = np.ones(size)
         self._left = np.zeros(size)    # bytes left at _t0
         self._sent = np.zeros(size)    # bytes sent by _t0
         self._t0 = np.zeros(size)
         self._rate = np.zeros(size)    # bytes per second
-        self._level = np.zeros(size)   # rate / weight
+        self._level = np.full(size, math.nan)  # rate / weight; NaN in a free slot
         self._end = np.full(size, math.inf)  # when the last byte will be sent at the current rate
         self._alive = np.zeros(size, dtype=bool)
         # Python mirrors of level / rate / weight and, per link, the slots crossing it: the safe
@@ -205,6 +211,7 @@ class Network:
         self._last_load: np.ndarray = np.zeros(n)
         self._last_cap = self._cap.copy()
         self._small_flows = _SMALL_FLOWS
+        self._list_flows = _LIST_FLOWS
         self.resolves = 0
         """Number of rate re-solves so far (a cost counter for benchmarks)."""
 
@@ -273,8 +280,7 @@ class Network:
         event = FlowDone(env, fid)
         slot = self._alloc(len(links))
         now = float(env.now)
-        self._paths[:, slot] = self._n_links
-        self._paths[: len(links), slot] = links
+        self._paths[:, slot] = links + self._padding[len(links)]
         self._weight[slot] = w
         if self._lists_mode:
             self._leftl[slot] = size
@@ -425,13 +431,14 @@ class Network:
             self._paths = np.vstack([self._paths, extra])
             self._width = path_len
             self._ones = np.ones((path_len, 1))
+            self._padding = self._paddings()
         if not self._free:
             old = self._alive.shape[0]
             new = old * 2
             pad = np.full((self._width, new - old), self._n_links, dtype=np.intp)
             self._paths = np.hstack([self._paths, pad])
             for name, fill in (("_weight", 1.0), ("_left", 0.0), ("_sent", 0.0), ("_t0", 0.0),
-                               ("_rate", 0.0), ("_level", 0.0), ("_end", math.inf)):
+                               ("_rate", 0.0), ("_level", math.nan), ("_end", math.inf)):
                 arr = getattr(self, name)
                 setattr(self, name, np.concatenate([arr, np.full(new - old, fill)]))
             self._alive = np.concatenate([self._alive, np.zeros(new - old, dtype=bool)])
@@ -444,6 +451,9 @@ class Network:
             self._meta.extend([None] * (new - old))
             self._free = list(range(new - 1, old - 1, -1))
         return self._free.pop()
+
+    def _paddings(self) -> list[tuple[int, ...]]:
+        return [(self._n_links,) * (self._width - k) for k in range(self._width + 1)]
 
     def _sent_at(self, slot: int, now: float) -> float:
         """Bytes a running flow has sent by ``now``."""
@@ -504,6 +514,7 @@ class Network:
         self._alive[slot] = False
         self._end[slot] = math.inf
         self._rate[slot] = 0.0
+        self._level[slot] = math.nan
         self._meta[slot] = None
         del self._slot_of[m.flow_id]
         self._free.append(slot)
@@ -560,11 +571,16 @@ class Network:
         now = self.env.now
         level_cut = self._safe_level()
         self.resolves += 1
-        small = len(self._slot_of) <= self._small_flows
-        if small != self._lists_mode:
-            self._sync_state(small)
-        if small:
+        running = len(self._slot_of)
+        lists = running <= self._list_flows
+        if lists != self._lists_mode:
+            self._sync_state(lists)
+        if running <= self._small_flows:
             self._resolve_small(now, level_cut)
+        elif lists:
+            solve, rates = self._solve_arrays(level_cut)
+            changed = (rates != self._rate[solve]).nonzero()[0]
+            self._apply_rates(now, solve[changed].tolist(), rates[changed].tolist())
         else:
             self._resolve_arrays(now, level_cut)
         self._arrivals = []
@@ -609,6 +625,18 @@ class Network:
             residual[lk] = cap[lk] - used
         rates = water_fill_lists(paths, [wt[s] for s in solve], residual,
                                  unit_weights=self._n_weighted == 0)
+        self._apply_rates(now, solve, rates)
+
+    def _apply_rates(self, now: float, solve: list[int], rates: list[float]) -> None:
+        """Give the flows in ``solve`` their new ``rates``; per-flow state in the lists.
+
+        A Python loop: at up to a few hundred running flows only a few dozen rates change per
+        re-solve, and a loop over them (with scalar writes into the arrays the numpy selection
+        reads) costs less than numpy's per-call overhead on each of the arrays a vectorised
+        update touches. The arithmetic is the arrays' (IEEE doubles either way), so the result
+        does not depend on which update ran.
+        """
+        lv, rt, wt = self._lv, self._rt, self._wt
         t0l, sentl, leftl, rate_a, level_a, end_a = (
             self._t0l, self._sentl, self._leftl, self._rate, self._level, self._end)
         for s, r in zip(solve, rates, strict=True):
@@ -627,12 +655,14 @@ class Network:
                 lv[s] = x
                 end_a[s] = now + left / r if r > 0 else math.inf
 
-    def _resolve_arrays(self, now: float, level_cut: float) -> None:
-        """The re-solve on numpy arrays, for many running flows."""
-        alive = self._alive
+    def _solve_arrays(self, level_cut: float) -> tuple[np.ndarray, np.ndarray]:
+        """Which flows to re-solve (slots, ascending) and their new rates, on numpy arrays."""
         if level_cut > 0:
-            keep = alive & (self._level < level_cut * (1.0 - _SAFE_RTOL))
-            solve = (alive ^ keep).nonzero()[0]
+            # Free slots have level NaN, which is neither below nor at/above the threshold.
+            threshold = level_cut * (1.0 - _SAFE_RTOL)
+            level = self._level
+            keep = level < threshold
+            solve = (level >= threshold).nonzero()[0]
             kept = keep.nonzero()[0]
             used = np.bincount(self._paths[:, kept].ravel(),
                                weights=(self._ones * self._rate[kept]).ravel(),
@@ -641,10 +671,15 @@ class Network:
             # link of infinite capacity, which is what padding means.
             residual = self._cap_ext - used
         else:
-            solve = alive.nonzero()[0]
-            residual = self._cap_ext
-        rates = water_fill_columns(self._paths[:, solve], self._weight[solve], residual,
-                                   unit_weights=self._n_weighted == 0)
+            solve = self._alive.nonzero()[0]
+            residual = self._cap_ext.copy()
+        weights = self._weight[solve] if self._n_weighted else None
+        rates = water_fill_columns(self._paths[:, solve], weights, residual, scratch=True)
+        return solve, rates
+
+    def _resolve_arrays(self, now: float, level_cut: float) -> None:
+        """The re-solve on numpy arrays, for many running flows (state in the arrays)."""
+        solve, rates = self._solve_arrays(level_cut)
         changed = rates != self._rate[solve]
         if changed.any():
             sl = solve[changed]
@@ -682,28 +717,31 @@ class Network:
         if not self._arrivals and not self._cap_changed:
             return cut
         lv, rt, wt, members, cap = self._lv, self._rt, self._wt, self._members, self._cap_list
+        meta = self._meta
         arriving: dict[int, float] = {}
         for slot in self._arrivals:
             w = wt[slot]
-            for lk in self._flow(slot).path:
+            for lk in meta[slot].path:  # type: ignore[union-attr]
                 arriving[lk] = arriving.get(lk, 0.0) + w
         for lk in self._cap_changed:
             arriving.setdefault(lk, 0.0)
         new = set(self._arrivals)
         capped = set(self._cap_changed)
+        level_of = lv.__getitem__
         for lk, a in arriving.items():
             c = cap[lk]
-            items = sorted((lv[s], s) for s in members[lk] if s not in new)
+            # The link's old flows by (level, slot): sorting the slots, then (stably) by level.
+            items = sorted(sorted(members[lk] - new), key=level_of)
             if not items:
                 sigma = c / a if a > 0 else math.inf
             else:
                 w_total = a
-                for _x, s in items:
+                for s in items:
                     w_total += wt[s]
                 r_before = 0.0
                 w_before = 0.0
                 sigma = -math.inf
-                for _x, s in items:
+                for s in items:
                     t = (c - r_before) / (w_total - w_before)
                     if t > sigma:
                         sigma = t
@@ -719,7 +757,7 @@ class Network:
                     sigma = t
                 if lk in capped:
                     # In the old filling the link saturated no lower than its top flow's level.
-                    sigma = min(sigma, items[-1][0])
+                    sigma = min(sigma, lv[items[-1]])
             if sigma < cut:
                 cut = sigma
         return max(cut, 0.0)

@@ -319,8 +319,12 @@ class Router:
         if len(path) == 0:
             raise RoutingError(f"path from {src!r} to {dst!r} is empty; expected link ids")
         links = self._links
+        n_links = len(links)
         ids: list[int] = []
         for i, lid in enumerate(path):
+            if type(lid) is int and 0 <= lid < n_links:  # the common case, without ABC checks
+                ids.append(lid)
+                continue
             if (
                 isinstance(lid, bool)
                 or not isinstance(lid, numbers.Integral)

@@ -219,18 +219,25 @@ def test_network_explicit_path_is_used(net):
 # -- incremental re-solve agrees with a solve from scratch -----------------------------------
 
 
-@pytest.mark.parametrize("small_flows", [None, 0, 4], ids=["default", "arrays-only", "mixed"])
+@pytest.mark.parametrize(
+    "small_flows,list_flows",
+    [(None, None), (0, 10**9), (0, 0), (4, 8)],
+    ids=["default", "numpy-solve-list-state", "numpy-only", "switching"],
+)
 @pytest.mark.parametrize("seed", range(6))
-def test_network_rates_match_a_fresh_solve_after_every_change(seed, small_flows):
+def test_network_rates_match_a_fresh_solve_after_every_change(seed, small_flows, list_flows):
     # Random arrivals (some weighted, some long-lived), stops and capacity changes on a small
     # leaf-spine; after every change the engine's rates must equal max-min computed from scratch.
-    # Run with the default solver choice (few flows: the plain-Python path), numpy only, and a
-    # threshold of 4 flows, so that the engine switches between the two paths during the run.
+    # Run with the default choice of re-solve (few flows: the plain-Python path), the numpy
+    # solve with the per-flow state in lists, numpy only, and thresholds of 4 and 8 flows, so
+    # that the engine switches between all three during the run.
     rng = random.Random(seed)
     topo = leaf_spine(leaves=3, spines=2, hosts_per_leaf=3)
     network = Network(topo, seed=seed)
     if small_flows is not None:
         network._small_flows = small_flows
+    if list_flows is not None:
+        network._list_flows = list_flows
     hosts = topo.hosts
     checked = []
 
@@ -303,19 +310,22 @@ def _workload():
 
 
 def test_network_small_and_array_paths_give_identical_records(monkeypatch):
-    # The plain-Python re-solve (few flows) and the numpy one do the same arithmetic in the same
-    # order, so which one runs never changes a result: records are equal bit for bit.
+    # The plain-Python re-solve (few flows), the numpy solve with the state in lists (tens to
+    # hundreds of flows) and the all-numpy one (more) do the same arithmetic in the same order,
+    # so which one runs never changes a result: records are equal bit for bit.
     import flowsim.network
 
-    default = _workload()
-    monkeypatch.setattr(flowsim.network, "_SMALL_FLOWS", 0)
-    arrays = _workload()
-    monkeypatch.setattr(flowsim.network, "_SMALL_FLOWS", 10**9)
-    lists = _workload()
-    monkeypatch.setattr(flowsim.network, "_SMALL_FLOWS", 5)  # switches paths during the run
-    mixed = _workload()
-    assert [repr(r) for r in default] == [repr(r) for r in arrays] == [repr(r) for r in lists]
-    assert [repr(r) for r in mixed] == [repr(r) for r in arrays]
+    def run(small: int, lists: int) -> list[str]:
+        monkeypatch.setattr(flowsim.network, "_SMALL_FLOWS", small)
+        monkeypatch.setattr(flowsim.network, "_LIST_FLOWS", lists)
+        return [repr(r) for r in _workload()]
+
+    default = [repr(r) for r in _workload()]
+    python_only = run(10**9, 10**9)
+    numpy_solve_list_state = run(0, 10**9)
+    numpy_only = run(0, 0)
+    switching = run(3, 6)  # crosses both thresholds during the run
+    assert default == python_only == numpy_solve_list_state == numpy_only == switching
 
 
 def test_network_is_deterministic_within_a_process():
