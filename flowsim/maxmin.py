@@ -130,9 +130,9 @@ def water_fill_columns(P: np.ndarray, weights: np.ndarray | None, capacity: np.n
         rem[n_links] = math.inf
     size = n_links + 1
     width = P.shape[0]
-    if weights is None:
-        w = np.ones(n_flows)
+    if weights is None:  # every weight is 1; w is never read
         unit = True
+        w = np.empty(0)
     else:
         w = np.asarray(weights, dtype=float)
         unit = bool((w == 1.0).all()) if unit_weights is None else unit_weights
@@ -150,13 +150,13 @@ def water_fill_columns(P: np.ndarray, weights: np.ndarray | None, capacity: np.n
             # Links without flows give inf or nan, which no flow reads; the padding link gives inf.
             share = rem / wsum
             S = share[P]
-            fmin = S.min(axis=0)
+            fmin = np.minimum.reduce(S, axis=0)  # the ufunc's own reduce: no Python wrapper
             # A link is blocked when one of its flows has a tighter link elsewhere: that flow
             # may freeze first and release capacity, so the link's share may still rise. An
             # unblocked link is every one of its flows' tightest, so a flow freezes now exactly
             # when it crosses an unblocked link (the padding link, at share inf, is blocked).
             blocked = np.bincount(P[S > fmin], minlength=size)
-            wait = blocked[P].all(axis=0)
+            wait = np.logical_and.reduce(blocked[P], axis=0)
             k = n - np.count_nonzero(wait)  # flows freezing now (at least one)
             if k == n:
                 r = fmin if unit else w * fmin

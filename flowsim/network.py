@@ -82,7 +82,7 @@ _SMALL_FLOWS = 24
 # lists and the update after a numpy solve is a Python loop (few rates change per re-solve);
 # above it the state lives in numpy arrays and the update is vectorised. Same arithmetic either
 # way. Chosen by measurement (docs/benchmarks.md).
-_LIST_FLOWS = 256
+_LIST_FLOWS = 192
 
 
 class FlowDone(simpy.Event):
