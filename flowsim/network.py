@@ -500,7 +500,7 @@ class Network:
         else:
             sent = m.size
             end = now + m.latency
-        if self._rate[slot] < 0:  # started at this instant, never solved
+        if self._rt[slot] < 0:  # started at this instant, never solved
             self._arrivals.remove(slot)
         else:
             lvl = self._lv[slot]
@@ -551,7 +551,7 @@ class Network:
         self._schedule_resolve()
 
     def _arm_timer(self) -> None:
-        t_next = float(self._end.min()) if self._end.size else math.inf
+        t_next = float(np.minimum.reduce(self._end))  # never empty: slots start at 64
         if t_next == math.inf or t_next >= self._timer_at:
             # An earlier (or equal) timer is already queued; it re-arms when it fires.
             return
@@ -745,16 +745,21 @@ class Network:
                     t = (c - r_before) / (w_total - w_before)
                     if t > sigma:
                         sigma = t
+                    if sigma <= lv[s]:
+                        # The curve reaches c before this flow's level: every later line (it
+                        # and the flows above it still rising) reaches c no later.
+                        break
                     r_before += rt[s]
                     w_before += wt[s]
-                # The last line, past every old flow's level, has slope A (0: the link
-                # saturates only if its old flows alone already fill it).
-                if a > 0:
-                    t = (c - r_before) / a
                 else:
-                    t = math.inf if r_before < c else -math.inf
-                if t > sigma:
-                    sigma = t
+                    # The last line, past every old flow's level, has slope A (0: the link
+                    # saturates only if its old flows alone already fill it).
+                    if a > 0:
+                        t = (c - r_before) / a
+                    else:
+                        t = math.inf if r_before < c else -math.inf
+                    if t > sigma:
+                        sigma = t
                 if lk in capped:
                     # In the old filling the link saturated no lower than its top flow's level.
                     sigma = min(sigma, lv[items[-1]])

@@ -51,8 +51,21 @@ def test_reference_c100_mean_duration_close_to_simgrid(bench):
 
 
 def test_bench_main_quick_runs(bench, capsys):
-    assert bench.main(["--quick", "300", "--no-memory", "--workloads", "c100"]) == 0
+    assert bench.main(["--quick", "300", "--no-memory", "--workloads", "c100",
+                       "--repeat", "2"]) == 0
     out = capsys.readouterr().out
-    assert "c100" in out and "x" in out
+    assert "best of 2 alternating runs" in out
+    row = next(line for line in out.splitlines() if line.startswith("c100"))
+    ratio, pairs = row.split()[4:6]
+    low, high = (float(x) for x in pairs.rstrip("x").split("-"))
+    # The best-time ratio lies within the spread of the individual runs' ratios (min naive /
+    # min flowsim is at most the ratio of flowsim's best run, at least that of naive's best).
+    assert low <= float(ratio.rstrip("x")) <= high
     # The closed-loop section runs both re-solve paths; their completion times must be equal.
     assert out.count("completion times identical") == 3
+
+
+def test_bench_rejects_a_bad_repeat(bench, capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--repeat", "0"])
+    assert "--repeat 0: expected at least 1 run" in capsys.readouterr().err
