@@ -263,11 +263,13 @@ class Network:
         UnknownNodeError, RoutingError
             On an unknown endpoint or an invalid explicit path.
         """
-        topo = self.topology
-        for name, node in (("src", src), ("dst", dst)):
-            if node not in self._hosts:
-                topo.node(node)  # raises UnknownNodeError for an unknown name
-                raise FlowError(f"start_flow: {name}={node!r} is a switch; flows go between hosts")
+        hosts = self._hosts
+        if src not in hosts or dst not in hosts:
+            for name, node in (("src", src), ("dst", dst)):
+                if node not in hosts:
+                    self.topology.node(node)  # raises UnknownNodeError for an unknown name
+                    raise FlowError(
+                        f"start_flow: {name}={node!r} is a switch; flows go between hosts")
         if src == dst:
             raise FlowError(f"start_flow: src and dst are both {src!r}; expected distinct hosts")
         size = float(size_bytes)
@@ -310,12 +312,11 @@ class Network:
         self._rt[slot] = -1.0
         if w != 1.0:
             self._n_weighted += 1
-        members = self._members
-        for lk in links:
-            members[lk].add(slot)
+        members, link_lat = self._members, self._link_lat
         latency = 0.0
         for lk in links:
-            latency += self._link_lat[lk]
+            members[lk].add(slot)
+            latency += link_lat[lk]
         self._meta[slot] = _Meta(fid, src, dst, size, now, links, port, tag, tenant, w, event,
                                  latency)
         self._slot_of[fid] = slot
@@ -648,21 +649,18 @@ class Network:
         lv, rt, wt = self._lv, self._rt, self._wt
         t0l, sentl, leftl, rate_a, level_a, end_a = (
             self._t0l, self._sentl, self._leftl, self._rate, self._level, self._end)
+        inf = math.inf
         for s, r in zip(solve, rates, strict=True):
             old = rt[s]
             if r != old:
                 # A new flow's rate is -1 but its t0 is now: it moved -0.0 bytes, a no-op.
                 moved = old * (now - t0l[s])
                 sentl[s] += moved
-                left = leftl[s] - moved
-                leftl[s] = left
+                leftl[s] = left = leftl[s] - moved
                 t0l[s] = now
-                rate_a[s] = r
-                rt[s] = r
-                x = r / wt[s]
-                level_a[s] = x
-                lv[s] = x
-                end_a[s] = now + left / r if r > 0 else math.inf
+                rt[s] = rate_a[s] = r
+                lv[s] = level_a[s] = r / wt[s]
+                end_a[s] = now + left / r if r > 0 else inf
 
     def _solve_arrays(self, level_cut: float) -> tuple[np.ndarray, np.ndarray]:
         """Which flows to re-solve (slots, ascending) and their new rates, on numpy arrays."""
@@ -737,6 +735,7 @@ class Network:
         new = set(self._arrivals)
         capped = set(self._cap_changed)
         level_of = lv.__getitem__
+        unit = self._n_weighted == 0
         for lk, a in arriving.items():
             c = cap[lk]
             # The link's old flows by (level, slot): sorting the slots, then (stably) by level.
@@ -744,9 +743,12 @@ class Network:
             if not items:
                 sigma = c / a if a > 0 else math.inf
             else:
-                w_total = a
-                for s in items:
-                    w_total += wt[s]
+                if unit:
+                    w_total = a + len(items)  # sums of ones: exact in any order
+                else:
+                    w_total = a
+                    for s in items:
+                        w_total += wt[s]
                 r_before = 0.0
                 w_before = 0.0
                 sigma = -math.inf
