@@ -151,13 +151,17 @@ def water_fill_columns(P: np.ndarray, weights: np.ndarray | None, capacity: np.n
             share = rem / wsum
             S = share[P]
             fmin = np.minimum.reduce(S, axis=0)  # the ufunc's own reduce: no Python wrapper
-            # A link is blocked when one of its flows has a tighter link elsewhere: that flow
-            # may freeze first and release capacity, so the link's share may still rise. An
-            # unblocked link is every one of its flows' tightest, so a flow freezes now exactly
-            # when it crosses an unblocked link (the padding link, at share inf, is blocked).
-            blocked = np.bincount(P[S > fmin], minlength=size)
-            wait = np.logical_and.reduce(blocked[P], axis=0)
-            k = n - np.count_nonzero(wait)  # flows freezing now (at least one)
+            if n == 1:  # a lone flow freezes at its tightest share: no blocking to check
+                k = 1
+            else:
+                # A link is blocked when one of its flows has a tighter link elsewhere: that
+                # flow may freeze first and release capacity, so the link's share may still
+                # rise. An unblocked link is every one of its flows' tightest, so a flow freezes
+                # now exactly when it crosses an unblocked link (the padding link, at share inf,
+                # is blocked).
+                blocked = np.bincount(P[S > fmin], minlength=size)
+                wait = np.logical_and.reduce(blocked[P], axis=0)
+                k = n - np.count_nonzero(wait)  # flows freezing now (at least one)
             if k == n:
                 r = fmin if unit else w * fmin
                 if idx is None:
