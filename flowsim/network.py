@@ -82,10 +82,10 @@ __all__ = ["FlowDone", "Network"]
 _FINISH_RTOL = 1e-12
 # Flows whose level is within this relative distance of the safe level are re-solved anyway.
 _SAFE_RTOL = 1e-9
-# Up to this many running flows a re-solve runs in plain Python (lists and dicts), above it on
-# numpy arrays: below it numpy's per-call overhead costs more than the loops it saves. Both
-# paths give bit-for-bit the same rates, so the choice never changes a result. Chosen by
-# measurement on the reference workloads (docs/benchmarks.md).
+# Up to this many running flows a re-solve runs in plain Python (lists and dicts), above it
+# numpy chooses the flows and fills: below it numpy's per-call overhead costs more than the
+# loops it saves. All paths give bit-for-bit the same rates, so the choice never changes a
+# result. Chosen by measurement on the reference workloads (docs/benchmarks.md).
 _SMALL_FLOWS = 24
 # Up to this many running flows the per-flow state (bytes left, bytes sent, t0) lives in Python
 # lists and the update after a numpy solve is a Python loop (few rates change per re-solve);

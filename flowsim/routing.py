@@ -301,7 +301,8 @@ class Router:
         if type(path) is tuple or type(path) is list:
             key = (src, dst, tuple(path))
             hit = self._checked.get(key)
-            if hit is not None:
+            # (True == 1 with the same hash, so a hit must still be made of plain ints.)
+            if hit is not None and all(type(lid) is int for lid in key[2]):
                 return hit
             result = self._fast_check(src, dst, key[2])
             if result is not None:

@@ -264,6 +264,51 @@ def test_check_path_rejects_transit_through_a_host(ls):
         ls.check_path("h0", "h2", ids)
 
 
+def test_check_path_memo_does_not_accept_bools_for_link_ids(ls):
+    # True == 1 and hashes alike, so a memoised int path must not answer for a bool one.
+    ids = _ids(ls, "h0", "leaf0", "spine1", "leaf1", "h2")
+    assert ls.check_path("h0", "h2", ids) == tuple(ids)
+    assert ids[0] in (0, 1), "the test needs a first link id that a bool can alias"
+    with pytest.raises(RoutingError, match=r"path\[0\]=(True|False) is not a link id"):
+        ls.check_path("h0", "h2", [bool(ids[0]), *ids[1:]])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_check_path_fast_pass_agrees_with_the_careful_check(seed):
+    # Random walks over the links (contiguous or not, through hosts or not, looping or not):
+    # the fast pass accepts exactly the paths the careful check accepts, with the same result.
+    rng = random.Random(seed)
+    topo = leaf_spine(3, 2, 2)
+    router = Router(topo)
+    out: dict[str, list[int]] = {}
+    for lk in topo.links:
+        out.setdefault(lk.src, []).append(lk.id)
+    hosts = topo.hosts
+    accepted = 0
+    for _ in range(400):
+        src = rng.choice(hosts)
+        node, path, seen = src, [], {src}
+        for _hop in range(rng.randint(1, 7)):
+            fresh = [lid for lid in out[node] if topo.links[lid].dst not in seen]
+            if fresh and rng.random() < 0.9:
+                lid = rng.choice(fresh)
+            else:
+                lid = rng.randrange(len(topo.links))
+            path.append(lid)
+            node = topo.links[lid].dst
+            seen.add(node)
+            if node in hosts and rng.random() < 0.8:
+                break
+        dst = node if node in hosts and rng.random() < 0.8 else rng.choice(hosts)
+        try:
+            careful = router._check_path(src, dst, path)
+        except RoutingError:
+            careful = None
+        assert router._fast_check(src, dst, tuple(path)) == careful
+        accepted += careful is not None
+    assert 50 <= accepted <= 350  # both sides exercised
+
+
 # -- against an independent reference -----------------------------------------------------------
 def _random_fabric(rng: random.Random) -> Topology:
     """A random connected switch graph; each host cabled to one or two switches."""
