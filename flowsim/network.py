@@ -671,8 +671,12 @@ class Network:
             keep = level < threshold
             solve = (level >= threshold).nonzero()[0]
             kept = keep.nonzero()[0]
-            used = np.bincount(self._paths[:, kept].ravel(),
-                               weights=(self._ones * self._rate[kept]).ravel(),
+            # (take along an axis costs a fifth of the equivalent fancy index [:, kept]; the
+            # kept rates are tiled once per path position, as the paths are laid out.)
+            width = self._width
+            tiled = np.empty(width * kept.size)
+            tiled.reshape(width, kept.size)[:] = self._rate.take(kept)
+            used = np.bincount(self._paths.take(kept, axis=1).ravel(), weights=tiled,
                                minlength=self._n_links + 1)
             # With the padding link (inf - used = inf) included: the solver sees it as one more
             # link of infinite capacity, which is what padding means.
@@ -681,7 +685,8 @@ class Network:
             solve = self._alive.nonzero()[0]
             residual = self._cap_ext.copy()
         weights = self._weight[solve] if self._n_weighted else None
-        rates = water_fill_columns(self._paths[:, solve], weights, residual, scratch=True)
+        rates = water_fill_columns(self._paths.take(solve, axis=1), weights, residual,
+                                   scratch=True)
         return solve, rates
 
     def _resolve_arrays(self, now: float, level_cut: float) -> None:
@@ -780,7 +785,7 @@ class Network:
 
     def _record_loads(self, now: float) -> None:
         alive = np.flatnonzero(self._alive)
-        load = np.bincount(self._paths[:, alive].ravel(),
+        load = np.bincount(self._paths.take(alive, axis=1).ravel(),
                            weights=(self._ones * self._rate[alive]).ravel(),
                            minlength=self._n_links + 1)[: self._n_links]
         diff = np.flatnonzero((load != self._last_load) | (self._cap != self._last_cap))
