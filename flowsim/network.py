@@ -172,7 +172,6 @@ class Network:
         # Per-slot numeric state; a slot is reused after its flow ends.
         size = 64
         self._width = 4
-        self._ones = np.ones((self._width, 1))  # (ones * x).ravel() tiles x per path position
         self._padding = self._paddings()  # _padding[k]: what fills a k-link path's column
         self._paths = np.full((self._width, size), n, dtype=np.intp)  # padding = n (virtual link)
         self._weight = np.ones(size)
@@ -440,7 +439,6 @@ class Network:
                             dtype=np.intp)
             self._paths = np.vstack([self._paths, extra])
             self._width = path_len
-            self._ones = np.ones((path_len, 1))
             self._padding = self._paddings()
         if not self._free:
             old = self._alive.shape[0]
@@ -671,13 +669,7 @@ class Network:
             keep = level < threshold
             solve = (level >= threshold).nonzero()[0]
             kept = keep.nonzero()[0]
-            # (take along an axis costs a fifth of the equivalent fancy index [:, kept]; the
-            # kept rates are tiled once per path position, as the paths are laid out.)
-            width = self._width
-            tiled = np.empty(width * kept.size)
-            tiled.reshape(width, kept.size)[:] = self._rate.take(kept)
-            used = np.bincount(self._paths.take(kept, axis=1).ravel(), weights=tiled,
-                               minlength=self._n_links + 1)
+            used = self._link_load(kept)
             # With the padding link (inf - used = inf) included: the solver sees it as one more
             # link of infinite capacity, which is what padding means.
             residual = self._cap_ext - used
@@ -783,11 +775,21 @@ class Network:
                 cut = sigma
         return max(cut, 0.0)
 
+    def _link_load(self, slots: np.ndarray) -> np.ndarray:
+        """Bytes per second the flows in ``slots`` put on each link (the padding link last).
+
+        Summed by path position, then slot (``bincount`` order, which the plain-Python path
+        repeats). ``take`` along an axis costs a fifth of the fancy index ``[:, slots]``.
+        """
+        width, k = self._width, slots.size
+        tiled = np.empty(width * k)  # each flow's rate once per path position
+        tiled.reshape(width, k)[:] = self._rate.take(slots)
+        return np.bincount(self._paths.take(slots, axis=1).ravel(), weights=tiled,
+                           minlength=self._n_links + 1)
+
     def _record_loads(self, now: float) -> None:
         alive = np.flatnonzero(self._alive)
-        load = np.bincount(self._paths.take(alive, axis=1).ravel(),
-                           weights=(self._ones * self._rate[alive]).ravel(),
-                           minlength=self._n_links + 1)[: self._n_links]
+        load = self._link_load(alive)[: self._n_links]
         diff = np.flatnonzero((load != self._last_load) | (self._cap != self._last_cap))
         if diff.size:
             self._mon_times.append(now)
