@@ -22,6 +22,7 @@ from react.backends.sim import SimBackend
 from react.controller import Controller, Decision
 from react.errors import ReactError
 from react.pattern import Pattern
+from react.tuning import TuningLoop
 
 
 @dataclass
@@ -59,29 +60,17 @@ def _job_process(
     job: Job, run: JobRun, on_epoch: Callable[[str, int], None] | None
 ) -> Generator[simpy.Event, Any, None]:
     env = job.backend.env
-    controller = job.controller
-    delay = controller.config.apply_delay_epochs if controller else 0
-    batch_size = controller.config.batch_epochs if controller else 0
-    pattern = job.pattern
-    pending: tuple[int, Pattern] | None = None
-    batch: list[EpochResult] = []
+    loop = TuningLoop(job.pattern, job.controller)
     for epoch in range(job.epochs):
-        if pending is not None and pending[0] == epoch:
-            pattern, pending = pending[1], None
+        pattern = loop.pattern_for(epoch)
         result = yield env.process(job.backend.epoch(pattern))
         run.results.append(result)
         run.patterns.append(pattern)
         if on_epoch is not None:
             on_epoch(job.name, epoch)
-        if controller is None or pattern != controller.pattern:
-            continue
-        batch.append(result)
-        if len(batch) == batch_size:
-            decision = controller.observe(batch)
+        decision = loop.record(epoch, result)
+        if decision is not None:
             run.decisions.append(decision)
-            batch = []
-            if decision.pattern != pattern:
-                pending = (epoch + 1 + delay, decision.pattern)
 
 
 def run_jobs(

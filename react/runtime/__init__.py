@@ -1,0 +1,14 @@
+"""The runtime that real ranks run: RCollective, the transports it runs over, and RTuner.
+
+Shared by the emulator (:mod:`react.backends.emu`) and, later, the GPU backend. It imports
+nothing from the simulator. Pieces, one module each:
+
+- :mod:`react.runtime.clock` — the one clock every rank timestamps with;
+- :mod:`react.runtime.timings` — what one rank measured in one epoch, and how the tuner merges
+  every rank's measurements into the :class:`~react.backends.base.EpochResult` the controller
+  reads;
+- :mod:`react.runtime.transport` — the small point-to-point interface RCollective needs;
+- :mod:`react.runtime.schedule` / :mod:`react.runtime.collective` — Algorithm 2 on one rank;
+- :mod:`react.runtime.socket_transport`, :mod:`react.runtime.torch_transport` — transports;
+- :mod:`react.runtime.channel`, :mod:`react.runtime.tuner` — the control channel and RTuner.
+"""
