@@ -62,16 +62,22 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run", parents=[common], help="run a scenario file and print tables and decisions",
         description="Run a scenario (TOML, see react/scenario.py or experiments/scenarios/) on "
-                    "the simulator: a progress bar, a table per job (mean and p95 collective "
-                    "time, mean algorithm bandwidth after the warm-up), then every controller "
-                    "decision.",
-        epilog="Example: react run experiments/scenarios/closed_loop_star.toml --compare",
+                    "its backend (the simulator unless the file or --backend says otherwise): a "
+                    "progress bar, a table per job (mean and p95 collective time, mean algorithm "
+                    "bandwidth after the warm-up), then every controller decision.",
+        epilog="Examples: react run experiments/scenarios/closed_loop_star.toml --compare\n"
+               "          react run experiments/scenarios/closed_loop_star.toml --backend emu "
+               "--epochs 30   (as root: real ranks over an emulated network)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("scenario", metavar="SCENARIO", help="scenario TOML file")
     run.add_argument("--compare", action="store_true",
                      help="run without and with REACT (same seeds) and show both side by side")
     run.add_argument("--epochs", type=positive_int, metavar="N",
                      help="run every job N epochs instead of the file's value")
+    run.add_argument("--backend", metavar="NAME", choices=("sim", "emu"),
+                     help="run on this backend instead of the file's: sim (flowsim) or emu "
+                          "(rank processes over network namespaces; needs root)")
     run.add_argument("--warmup", type=non_negative_int, default=report.DEFAULT_WARMUP, metavar="N",
                      help=f"epochs left out of the statistics (default {report.DEFAULT_WARMUP}; "
                           "all epochs count when a job runs no more than N)")
@@ -138,6 +144,8 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     scenario = load_scenario(args.scenario)
     if args.epochs is not None:
         scenario = scenario.with_epochs(args.epochs)
+    if args.backend is not None:
+        scenario = scenario.with_backend(args.backend)
     total = sum(j.epochs for j in scenario.jobs) * (2 if args.compare else 1)
     _print_header(scenario, out)
     with _progress(total, not args.no_progress) as bar:
@@ -188,7 +196,8 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
 
 def _print_header(scenario: Any, out: TextIO) -> None:
     print(f"scenario {scenario.name}: {scenario.description or scenario.source}", file=out)
-    print(f"  topology  {scenario.topology.name}, ECMP seed {scenario.seed}", file=out)
+    print(f"  topology  {scenario.topology.name}, ECMP seed {scenario.seed}; backend "
+          f"{scenario.backend}", file=out)
     for j in scenario.jobs:
         hosts = ", ".join(j.hosts[:4]) + (", ..." if len(j.hosts) > 4 else "")
         print(f"  job {j.name}: {j.collective}, {j.ranks} ranks on {hosts}; "
