@@ -203,6 +203,11 @@ def _print_header(scenario: Any, out: TextIO) -> None:
         print(f"  job {j.name}: {j.collective}, {j.ranks} ranks on {hosts}; "
               f"{j.message_bytes / 1e6:g} MB, {j.epochs} epochs, REACT "
               f"{'on' if j.react else 'off'}", file=out)
+    if scenario.backend == "emu":
+        e = scenario.emu
+        print(f"  emulator  links scaled so the fastest runs at {e.link_rate_bps / 1e6:g} Mbit/s; "
+              f"every message {e.message_bytes / 2**20:g} MiB; {e.transport} transport; "
+              f"new patterns apply {e.apply_delay_epochs} epochs after a decision", file=out)
     for b in scenario.background:
         print(f"  background {b.kind} {b.src} -> {b.dst} x{b.p}", file=out)
     for f in scenario.failures:
