@@ -22,10 +22,12 @@ When a pattern change takes effect, and why nobody waits (§6.3)
 
 Failures: the job always finishes
     Every wait is bounded by ``timeout_s``. On any failure a rank *freezes*: it logs the reason
-    once (:attr:`TunerClient.failure`) and keeps its current pattern for the rest of the job; a
-    switch it had already accepted still takes effect at its epoch. Causes: the leader's
-    connection fails (EOF when the leader process dies, a socket error, a malformed or oversize
-    message), no answer within ``timeout_s``, a ``stop`` from the leader, or a switch it rejects.
+    once (:attr:`TunerClient.failure`), never waits for the leader again and keeps its current
+    pattern; a switch it had already accepted still takes effect at its epoch (and so does a
+    valid one arriving in time over a channel that still works, after a timeout: that keeps it
+    with its peers). Causes: the leader's connection fails (EOF when the leader process dies, a
+    socket error, a malformed or oversize message), no answer within ``timeout_s``, a ``stop``
+    from the leader, or a switch it rejects.
     A received pattern is used only if it parses, passes :func:`react.verify.verify`, implements
     the same collective (kind, ranks, chunks, root) as the job's pattern and switches at an epoch
     the rank has not run yet; otherwise the rank logs why, sends ``reject`` and freezes. The
@@ -602,9 +604,6 @@ class TunerLeader:
             return
         self._tuning = False
         self._next_decision = None
-        if self.loop.pending is not None:
-            self._event(f"cancelled the switch scheduled for epoch {self.loop.pending.epoch}")
-            self.loop.pending = None
         self._broadcast({"type": "stop", "reason": reason})
 
     def _broadcast(self, message: dict[str, Any]) -> None:
@@ -621,7 +620,8 @@ class TunerLeader:
         waited = sum(1 for row in self._epochs if row["waited_s"] > 0)
         return {
             "format": RESULT_FORMAT,
-            "complete": len(self._byes) == self.world_size and self._merging,
+            "complete": (len(self._byes) == self.world_size and self._merging
+                         and not self._pending),
             "world_size": self.world_size,
             "message_bytes": self.message_bytes,
             "batch_epochs": self.batch_epochs,
@@ -744,8 +744,8 @@ class TunerClient:
         with self._cond:
             if self.failure is None:
                 self.failure = reason
-                log.log(level, "tuner rank %d: keeping its current pattern from now on: %s",
-                        self.rank, reason)
+                log.log(level, "tuner rank %d: no longer waits for the tuner, keeps its "
+                        "pattern: %s", self.rank, reason)
             self._known_through = math.inf
             self._cond.notify_all()
 
@@ -801,7 +801,11 @@ class TunerClient:
     def report(self, timings: RankEpochTimings) -> None:
         """Hand one epoch's timings to the background thread; returns at once."""
         start = time.perf_counter()
-        fingerprint, waited = self._ran.pop(timings.epoch, ("", 0.0))
+        if timings.rank != self.rank or timings.epoch not in self._ran:
+            raise ReactError(f"TunerClient.report: expected timings of rank {self.rank} for an "
+                             f"epoch started with pattern_for (open: {sorted(self._ran)}), got "
+                             f"rank {timings.rank} epoch {timings.epoch}")
+        fingerprint, waited = self._ran.pop(timings.epoch)
         self.epochs += 1
         if self._channel is not None:
             self._outbox.put((timings, fingerprint, waited))
@@ -880,16 +884,21 @@ class TunerClient:
         elif kind == "switch":
             epoch = _int(message, "epoch")
             assert epoch is not None
-            problem = self._check_switch(epoch, message.get("pattern"))
-            if isinstance(problem, str):
+            problem = self._check_switch(message.get("pattern"))
+            if not isinstance(problem, str):
+                with self._cond:  # checked and scheduled at once: pattern_for cannot pass it
+                    if epoch > self._asked:
+                        self._switches[epoch] = (problem, pattern_fingerprint(problem))
+                        problem = None
+                    else:
+                        problem = f"it arrived late: this rank already ran epoch {self._asked}"
+            if problem is not None:
                 self._outbox.put({"type": "reject", "epoch": epoch, "reason": problem})
                 self._freeze(f"rejected the switch at epoch {epoch}: {problem}")
                 return
-            with self._cond:
-                self._switches[epoch] = (problem, pattern_fingerprint(problem))
             self._set_lease(_int(message, "next_decision_epoch", nullable=True))
             log.info("tuner rank %d: switching to pattern %s at epoch %d", self.rank,
-                     pattern_fingerprint(problem), epoch)
+                     self._switches[epoch][1], epoch)
         elif kind == "stop":
             self._freeze(f"the leader stopped tuning: {message.get('reason')!r}",
                          level=logging.INFO)
@@ -899,7 +908,7 @@ class TunerClient:
         else:
             raise MessageError(f"unexpected message type {kind!r}")
 
-    def _check_switch(self, epoch: int, data: Any) -> Pattern | str:
+    def _check_switch(self, data: Any) -> Pattern | str:
         """The switch's pattern if this rank may use it, else why not."""
         try:
             pattern = Pattern.from_dict(data)
@@ -914,10 +923,6 @@ class TunerClient:
             return (f"the pattern is a {pattern.kind} over ranks {list(pattern.ranks)} with "
                     f"{len(pattern.chunks)} chunks, not the job's {ref.kind} over "
                     f"{list(ref.ranks)} with {len(ref.chunks)} chunks")
-        with self._cond:
-            asked = self._asked
-        if epoch <= asked:
-            return f"it arrived late: this rank already ran epoch {asked}"
         return pattern
 
 

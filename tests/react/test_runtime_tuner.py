@@ -545,3 +545,30 @@ def test_read_result_names_a_file_that_is_not_a_result(tmp_path):
     path.write_text('{"format": "something-else"}')
     with pytest.raises(ReactError, match="is not a tuner result"):
         read_result(path)
+
+
+def test_leader_stops_tuning_when_a_rank_starts_from_another_pattern():
+    # rank 3 brings a (valid) pattern that is not the leader's: it rejects at epoch 0, the
+    # leader stops tuning, tells everyone, and records that epoch 0 ran two patterns.
+    ring = allreduce_ring(4)
+    other = Pattern.from_dict({**ring.to_dict(), "name": "a renamed ring"})
+    leader = TunerLeader(ring, 4, controller=Controller(ring), message_bytes=MESSAGE,
+                         host="127.0.0.1", timeout_s=10)
+    out = {}
+    thread = threading.Thread(target=lambda: out.update(doc=leader.run()), daemon=True)
+    thread.start()
+    ranks = [FakeRank(r, leader.address, other if r == 3 else ring, 12, period_s=0.01)
+             for r in ring.ranks]
+    for r in ranks:
+        r.start()
+    for r in ranks:
+        r.join(timeout=15)
+        assert not r.is_alive() and r.error is None
+    thread.join(timeout=15)
+    doc = out["doc"]
+    assert "is not the leader's" in ranks[3].client.failure
+    assert all("stopped tuning" in r.client.failure for r in ranks[:3])
+    assert all(r.client.waited_epochs == 0 for r in ranks)
+    assert any("rank 3 rejected the switch at epoch 0" in e for e in doc["events"])
+    assert any("diverged: at epoch 0" in e for e in doc["events"])
+    assert not doc["complete"] and doc["decisions"] == [] and doc["epochs"] == []
