@@ -12,6 +12,7 @@ the pattern that loop names for every epoch.
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -192,7 +193,7 @@ def test_channel_carries_json_objects_in_order():
     (b'{"type": "x", "v": NaN}', "NaN"),
     (b"\xff\xfe", "not JSON"),
     (b"[" * 100_000, "not JSON"),
-])
+], ids=["not-json", "list", "no-type", "nan", "not-utf8", "deep"])
 def test_channel_rejects_malformed_lines(line, why):
     with pytest.raises(MessageError, match=why):
         decode(line, max_message_bytes=1_000_000)
@@ -427,7 +428,6 @@ def test_rank_rejects_a_bad_pattern_and_keeps_its_own(pattern_data, why, caplog)
     assert any("rejected the switch at epoch 11" in r.getMessage() for r in caplog.records)
     rejects = [m for m in leader.received if m["type"] == "reject"]
     assert len(rejects) == 1 and rejects[0]["epoch"] == 11
-    import re
     assert re.search(why, rejects[0]["reason"])
 
 
@@ -451,7 +451,8 @@ def test_rank_rejects_a_switch_that_arrives_late():
 
 
 @pytest.mark.parametrize("line", [b"{this is not json\n", b"x" * 5000 + b"\n",
-                                  b'{"type": "launch_missiles"}\n'])
+                                  b'{"type": "launch_missiles"}\n'],
+                         ids=["not-json", "oversize", "unknown-type"])
 def test_rank_survives_a_malformed_message(line):
     ring = allreduce_ring(4)
     leader = FakeLeader(ring, [line])
@@ -572,3 +573,42 @@ def test_leader_stops_tuning_when_a_rank_starts_from_another_pattern():
     assert any("rank 3 rejected the switch at epoch 0" in e for e in doc["events"])
     assert any("diverged: at epoch 0" in e for e in doc["events"])
     assert not doc["complete"] and doc["decisions"] == [] and doc["epochs"] == []
+
+
+@pytest.mark.parametrize(("bad", "why"), [
+    ({"type": "timings", "timings": {"rank": "three"}, "pattern": "", "waited_s": 0},
+     "rank 3 sent a bad 'timings' message: malformed rank timings"),
+    (b"y" * 10_000, "lost rank 3: .*the channel limit is 4096"),
+    ({"type": "pong", "seq": 0, "t_rank_s": 0.0}, "unexpected message type 'pong'"),
+], ids=["bad-timings", "oversize", "out-of-turn"])
+def test_leader_drops_a_rank_that_sends_garbage(bad, why):
+    ring = allreduce_ring(4)
+    leader = TunerLeader(ring, 4, controller=Controller(ring), message_bytes=MESSAGE,
+                         host="127.0.0.1", timeout_s=10, max_message_bytes=4096)
+    out = {}
+    thread = threading.Thread(target=lambda: out.update(doc=leader.run()), daemon=True)
+    thread.start()
+    clients = {}
+    connect = [threading.Thread(target=lambda r=r: clients.update(
+        {r: TunerClient(r, leader.address, timeout_s=5)})) for r in ring.ranks]
+    for t in connect:
+        t.start()
+    for t in connect:
+        t.join(timeout=10)
+    if isinstance(bad, bytes):
+        clients[3]._channel._sock.sendall(bad)
+    else:
+        clients[3]._channel.send(bad)
+    start = time.monotonic()
+    for epoch in range(14):  # past the first lease (epoch 10): nobody may wait
+        for r, client in clients.items():
+            client.pattern_for(epoch, ring)
+            client.report(rank_view(model(ring, epoch), ring, r, 1000.0 + 2 * epoch))
+    assert time.monotonic() - start < 3.0
+    for client in clients.values():
+        client.close()
+    thread.join(timeout=15)
+    doc = out["doc"]
+    assert any(re.search(why, e) for e in doc["events"]), doc["events"]
+    assert all("stopped tuning" in clients[r].failure for r in (0, 1, 2))
+    assert not doc["complete"]
