@@ -884,12 +884,13 @@ class TunerClient:
         elif kind == "switch":
             epoch = _int(message, "epoch")
             assert epoch is not None
-            problem = self._check_switch(message.get("pattern"))
-            if not isinstance(problem, str):
+            checked = self._check_switch(message.get("pattern"))
+            problem = checked if isinstance(checked, str) else None
+            if not isinstance(checked, str):
+                fingerprint = pattern_fingerprint(checked)
                 with self._cond:  # checked and scheduled at once: pattern_for cannot pass it
                     if epoch > self._asked:
-                        self._switches[epoch] = (problem, pattern_fingerprint(problem))
-                        problem = None
+                        self._switches[epoch] = (checked, fingerprint)
                     else:
                         problem = f"it arrived late: this rank already ran epoch {self._asked}"
             if problem is not None:
@@ -898,7 +899,7 @@ class TunerClient:
                 return
             self._set_lease(_int(message, "next_decision_epoch", nullable=True))
             log.info("tuner rank %d: switching to pattern %s at epoch %d", self.rank,
-                     self._switches[epoch][1], epoch)
+                     fingerprint, epoch)
         elif kind == "stop":
             self._freeze(f"the leader stopped tuning: {message.get('reason')!r}",
                          level=logging.INFO)
