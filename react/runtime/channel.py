@@ -127,7 +127,10 @@ class Channel:
 
     def send(self, message: Mapping[str, Any]) -> None:
         """Send one message (see :func:`encode`); raise :class:`ChannelError` if it cannot go."""
-        data = encode(message, max_message_bytes=self.max_message_bytes)
+        self.send_encoded(encode(message, max_message_bytes=self.max_message_bytes))
+
+    def send_encoded(self, data: bytes) -> None:
+        """Send a line made by :func:`encode` (a broadcast encodes once for every peer)."""
         with self._send_lock:
             if self._closed:
                 raise ChannelError(f"channel to {self.peer} is closed")

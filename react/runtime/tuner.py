@@ -115,6 +115,7 @@ from react.runtime.channel import (
     ChannelTimeout,
     MessageError,
     connect,
+    encode,
     listen,
 )
 from react.runtime.clock import now_s
@@ -128,6 +129,7 @@ __all__ = [
     "RESULT_FORMAT",
     "TunerClient",
     "TunerLeader",
+    "leader_from_spec",
     "main",
     "pattern_fingerprint",
     "read_result",
@@ -607,11 +609,12 @@ class TunerLeader:
         self._broadcast({"type": "stop", "reason": reason})
 
     def _broadcast(self, message: dict[str, Any]) -> None:
+        data = encode(message, max_message_bytes=self.max_message_bytes)
         for rank, channel in self._channels.items():
             if rank in self._gone or rank in self._byes:
                 continue
             try:
-                channel.send(message)
+                channel.send_encoded(data)
             except ChannelError as exc:
                 # its reader thread reports the loss; the others must still get the message
                 log.warning("tuner leader: %s", exc)
