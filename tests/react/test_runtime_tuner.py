@@ -28,7 +28,7 @@ from react.errors import PatternError, ReactError
 from react.jobs import JobRun
 from react.pattern import Pattern
 from react.patterns import allreduce_double_binary_tree, allreduce_ring
-from react.report import change_epochs
+from react.report import change_epochs, decision_lines
 from react.runtime.channel import (
     Channel,
     ChannelError,
@@ -264,7 +264,9 @@ def test_closed_loop_over_the_channel_matches_the_in_process_loop(tmp_path):
     switches = [d["switch_epoch"] for d in doc["decisions"] if d["switch_epoch"] is not None]
     assert switches and all(s == d["after_epoch"] + 6 for d, s in zip(
         [d for d in doc["decisions"] if d["switch_epoch"] is not None], switches, strict=True))
-    assert change_epochs(JobRun("tree", results, patterns, decisions)) == switches
+    run = JobRun("tree", results, patterns, decisions)
+    assert change_epochs(run) == switches
+    assert any(" try " in line for line in decision_lines(run))
     # nobody waited for the tuner
     assert doc["epochs_waited"] == 0
     assert all(r.client.waited_epochs == 0 and r.client.failure is None for r in ranks)
@@ -294,7 +296,9 @@ def test_leader_merges_exactly_like_merge_epoch_and_estimates_a_shifted_clock():
     # rank 2's clock runs 5 s ahead: the leader must estimate offset -5 s (to < 1 ms) and the
     # merge with the estimated offsets must equal merge_epoch on the same records.
     ring = allreduce_ring(4)
-    leader = TunerLeader(ring, 4, message_bytes=MESSAGE, host="127.0.0.1", timeout_s=10)
+    sizes = [ring.flow_bytes(f, MESSAGE) + i for i, f in enumerate(ring.flows)]  # as measured
+    leader = TunerLeader(ring, 4, message_bytes=MESSAGE, flow_bytes=sizes, host="127.0.0.1",
+                         timeout_s=10)
     out = {}
     thread = threading.Thread(target=lambda: out.update(doc=leader.run()), daemon=True)
     thread.start()
@@ -316,7 +320,8 @@ def test_leader_merges_exactly_like_merge_epoch_and_estimates_a_shifted_clock():
         e = row["epoch"]
         records = [rank_view(model(ring, e), ring, r, 1000.0 + 2.0 * e + shifts[r])
                    for r in ring.ranks]
-        merged = merge_epoch(ring, records, MESSAGE, offsets_s=offsets)
+        merged = merge_epoch(ring, records, MESSAGE, offsets_s=offsets, flow_bytes=sizes)
+        assert [t.size_bytes for t in merged.flows] == sizes
         assert row["collective_time_s"] == merged.collective_time_s
         assert row["flows"] == [[t.start_s, t.end_s, t.size_bytes] for t in merged.flows]
         assert row["collective_time_s"] == pytest.approx(model(ring, e).collective_time_s,
