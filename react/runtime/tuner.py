@@ -321,6 +321,7 @@ class TunerLeader:
         self.max_message_bytes = max_message_bytes
         self.batch_epochs = controller.config.batch_epochs if controller else None
         self.apply_delay_epochs = apply_delay_epochs
+        self._flow_sizes = None if flow_bytes is None else [float(b) for b in flow_bytes]
         self._chunk_bytes = (
             None if flow_bytes is None
             else {f.chunks: float(b) for f, b in zip(pattern.flows, flow_bytes, strict=True)}
@@ -562,8 +563,9 @@ class TunerLeader:
 
     def _flow_bytes(self, pattern: Pattern) -> list[float] | None:
         sizes = self._chunk_bytes
-        if sizes is None:
-            return None
+        if sizes is None or pattern is self._patterns[0]:
+            return self._flow_sizes
+        # sizes go with chunk sets (swaps relabel ranks); an unseen set: its fraction
         return [sizes.get(f.chunks, pattern.flow_bytes(f, self.message_bytes))
                 for f in pattern.flows]
 

@@ -296,7 +296,8 @@ def test_leader_merges_exactly_like_merge_epoch_and_estimates_a_shifted_clock():
     # rank 2's clock runs 5 s ahead: the leader must estimate offset -5 s (to < 1 ms) and the
     # merge with the estimated offsets must equal merge_epoch on the same records.
     ring = allreduce_ring(4)
-    sizes = [ring.flow_bytes(f, MESSAGE) + i for i, f in enumerate(ring.flows)]  # as measured
+    # whole elements: each chunk a few bytes off its fraction, a flow the sum of its chunks
+    sizes = [sum(MESSAGE * ring.chunks[c].fraction + c for c in f.chunks) for f in ring.flows]
     leader = TunerLeader(ring, 4, message_bytes=MESSAGE, flow_bytes=sizes, host="127.0.0.1",
                          timeout_s=10)
     out = {}
