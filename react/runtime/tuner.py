@@ -32,13 +32,15 @@ Failures: the job always finishes
     the same collective (kind, ranks, chunks, root) as the job's pattern and switches at an epoch
     the rank has not run yet; otherwise the rank logs why, sends ``reject`` and freezes. The
     leader, on a ``reject``, a lost rank or a timing record it cannot merge, stops tuning (sends
-    ``stop`` to every rank, cancels a scheduled switch) and goes on collecting what it can.
+    ``stop`` to every rank; a switch already sent still happens where it was accepted) and goes
+    on collecting what it can, merging each epoch with the pattern its ranks report.
 
 Where ranks may disagree, and how it shows
     Every rank receives the same bytes and runs the same deterministic checks, so a rejection
-    happens on every rank or on none. What can split the ranks is the leader dying in the middle
-    of broadcasting a switch (some ranks got it, others not), or a rank that timed out waiting
-    for an answer that others received. Such ranks run different patterns from epoch ``E`` on
+    of the pattern itself happens on every rank or on none. What can split the ranks is the
+    leader dying in the middle of broadcasting a switch (some ranks got it, others not), or a
+    switch that reaches one rank too late (it timed out waiting, ran on, and rejects it while
+    its peers switch). Such ranks run different patterns from epoch ``E`` on
     (RCollective then fails or times out: the patterns do not match). It is detectable: every
     ``timings`` report carries the fingerprint (:func:`pattern_fingerprint`) of the pattern the
     rank ran, the leader records ``diverged`` in the result when the fingerprints of one epoch
@@ -515,6 +517,7 @@ class TunerLeader:
             self._process(epoch, self._pending.pop(epoch))
 
     def _process(self, epoch: int, records: dict[int, tuple[RankEpochTimings, str, float]]) -> None:
+        arrived_s = self._arrived_s.pop(epoch, time.perf_counter())
         ran = {rank: fp for rank, (_, fp, _) in records.items()}
         if len(set(ran.values())) != 1:
             groups: dict[str, list[int]] = {}
@@ -559,7 +562,7 @@ class TunerLeader:
             decision = self.loop.record(epoch, result)
             decide_s = time.perf_counter() - start
             if decision is not None:
-                self._answer(epoch, decision, decide_s)
+                self._answer(epoch, decision, decide_s, arrived_s)
 
     def _flow_bytes(self, pattern: Pattern) -> list[float] | None:
         sizes = self._chunk_bytes
@@ -569,7 +572,7 @@ class TunerLeader:
         return [sizes.get(f.chunks, pattern.flow_bytes(f, self.message_bytes))
                 for f in pattern.flows]
 
-    def _answer(self, epoch: int, decision: Decision, decide_s: float) -> None:
+    def _answer(self, epoch: int, decision: Decision, decide_s: float, arrived_s: float) -> None:
         start = time.perf_counter()
         switch = self.loop.pending
         assert self.batch_epochs is not None
@@ -587,7 +590,6 @@ class TunerLeader:
                        decision=_decision_summary(decision))
         self._broadcast(message)
         send_s = time.perf_counter() - start
-        arrived = self._arrived_s.pop(epoch, start)
         self._decisions.append({
             "batch": decision.batch, "after_epoch": epoch, "action": decision.action,
             "reason": decision.reason,
@@ -599,7 +601,7 @@ class TunerLeader:
             "mean_time_s": _finite(decision.mean_time_s),
             "merge_s": self._batch_merge_s, "decide_s": decide_s, "send_s": send_s,
             "overhead_s": self._batch_merge_s + decide_s + send_s,
-            "latency_s": time.perf_counter() - arrived,
+            "latency_s": time.perf_counter() - arrived_s,
         })
         self._batch_merge_s = 0.0
 
