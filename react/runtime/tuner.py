@@ -99,10 +99,11 @@ import math
 import os
 import queue
 import select
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -135,6 +136,7 @@ __all__ = [
     "main",
     "pattern_fingerprint",
     "read_result",
+    "spawn_leader",
 ]
 
 log = logging.getLogger(__name__)
@@ -308,6 +310,13 @@ class TunerLeader:
                              f"{message_bytes!r}")
         if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
             raise ReactError(f"TunerLeader: timeout_s must be positive, got {timeout_s!r}")
+        if not isinstance(host, str):
+            raise ReactError(f"TunerLeader: host must be an address string, got {host!r}")
+        if not (isinstance(port, int) and not isinstance(port, bool) and 0 <= port <= 65535):
+            raise ReactError(f"TunerLeader: port must be an integer in 0..65535, got {port!r}")
+        if not (isinstance(max_message_bytes, int) and max_message_bytes >= 64):
+            raise ReactError(f"TunerLeader: max_message_bytes must be an integer >= 64, got "
+                             f"{max_message_bytes!r}")
         if controller is not None and batch_epochs is not None and (
             batch_epochs != controller.config.batch_epochs
         ):
@@ -970,6 +979,42 @@ def leader_from_spec(spec: Mapping[str, Any]) -> TunerLeader:
         timeout_s=spec.get("timeout_s", 30.0),
         max_message_bytes=spec.get("max_message_bytes", MAX_MESSAGE_BYTES),
     )
+
+
+def spawn_leader(
+    spec_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    *,
+    popen: Callable[..., subprocess.Popen[str]] = subprocess.Popen,
+    timeout_s: float = 30.0,
+) -> tuple[subprocess.Popen[str], tuple[str, int]]:
+    """Start ``python -m react.runtime.tuner`` and read the address it listens on.
+
+    ``popen`` runs the command (e.g. ``lambda argv, **kw: network.popen("h0", argv, **kw)`` to
+    start it inside an emulated host); it gets ``stdout=PIPE, text=True``. Returns the process
+    and ``(host, port)`` as the leader printed them (``0.0.0.0`` when it listens on every
+    address: use the host's IP). The caller waits for or kills the process.
+
+    Raises
+    ------
+    ReactError
+        If the leader exits or prints nothing within ``timeout_s`` (its stderr in the message).
+    """
+    argv = [sys.executable, "-m", "react.runtime.tuner", "--spec", os.fspath(spec_path),
+            "--out", os.fspath(out_path)]
+    proc = popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    ready = select.select([proc.stdout], [], [], timeout_s)[0]
+    line = proc.stdout.readline() if ready else ""
+    try:
+        message = json.loads(line)
+        address = (str(message["host"]), int(message["port"]))
+    except (ValueError, TypeError, KeyError):
+        proc.kill()
+        _, err = proc.communicate(timeout=timeout_s)
+        raise ReactError(f"the tuner leader did not start within {timeout_s} s "
+                         f"(printed {line!r}; stderr: {(err or '').strip()[-500:]!r})") from None
+    return proc, address
 
 
 def main(argv: Sequence[str] | None = None) -> int:

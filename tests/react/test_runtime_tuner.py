@@ -45,6 +45,7 @@ from react.runtime.tuner import (
     TunerLeader,
     pattern_fingerprint,
     read_result,
+    spawn_leader,
 )
 from react.tuning import TuningLoop
 
@@ -140,18 +141,11 @@ def run_ranks(address, pattern, epochs, *, deadline_s=30.0, **kwargs):
 def start_leader_process(tmp_path, spec):
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps(spec))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "react.runtime.tuner", "--spec", str(spec_path), "--out",
-         str(tmp_path / "result.json")],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    ready = proc.stdout.readline()
-    if not ready:
-        proc.kill()
-        raise AssertionError(f"leader did not start: {proc.communicate(timeout=10)[1]}")
-    line = json.loads(ready)
-    assert line["type"] == "listening"
-    return proc, ("127.0.0.1", line["port"])
+    proc, (host, port) = spawn_leader(spec_path, tmp_path / "result.json",
+                                      popen=lambda argv, **kw: subprocess.Popen(argv, cwd=ROOT,
+                                                                                **kw))
+    assert host == "127.0.0.1"
+    return proc, (host, port)
 
 
 def reference_loop(pattern, epochs, truth=model):
@@ -516,8 +510,21 @@ def test_leader_refuses_bad_arguments():
         TunerLeader(ring, 4, message_bytes=0)
     with pytest.raises(PatternError, match="is not valid"):
         TunerLeader(Pattern.from_dict(broken_ring()), 4, message_bytes=1.0)
+    with pytest.raises(ReactError, match="port must be an integer in 0..65535, got 70000"):
+        TunerLeader(ring, 4, message_bytes=1.0, port=70000)
+    with pytest.raises(ReactError, match="apply_delay_epochs must be a non-negative integer"):
+        TunerLeader(ring, 4, message_bytes=1.0, apply_delay_epochs=-1)
     with pytest.raises(ReactError, match="batch_epochs=3 differs from the controller's 6"):
         TunerLeader(ring, 4, controller=Controller(ring), batch_epochs=3, message_bytes=1.0)
+
+
+def test_spawn_leader_reports_a_leader_that_does_not_start(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"pattern": allreduce_ring(4).to_dict(), "message_bytes": 1,
+                                "port": "x"}))
+    with pytest.raises(ReactError, match="did not start .*port must be an integer in 0..65535"):
+        spawn_leader(spec, tmp_path / "out.json", timeout_s=20,
+                     popen=lambda argv, **kw: subprocess.Popen(argv, cwd=ROOT, **kw))
 
 
 def test_leader_command_refuses_a_bad_spec(tmp_path):
