@@ -685,6 +685,10 @@ class TunerClient:
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         clock: Any = now_s,
     ) -> None:
+        if not (isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0):
+            raise ReactError(f"TunerClient: rank must be a non-negative integer, got {rank!r}")
+        if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
+            raise ReactError(f"TunerClient: timeout_s must be positive, got {timeout_s!r}")
         self.rank = rank
         self.timeout_s = float(timeout_s)
         self.failure: str | None = None
