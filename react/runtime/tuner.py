@@ -143,7 +143,7 @@ log = logging.getLogger(__name__)
 
 RESULT_FORMAT = "react-tuner-result/1"
 PROTOCOL_VERSION = 1
-PINGS = 8
+PINGS = 16
 """Clock-offset samples per rank at connection (the one with the shortest round trip counts)."""
 
 _POLL_S = 0.2  # how often background threads look up from a blocking read to check for close
