@@ -127,8 +127,9 @@ class FakeRank(threading.Thread):
             self.error = exc
 
 
-def run_ranks(address, pattern, epochs, *, deadline_s=30.0, **kwargs):
-    ranks = [FakeRank(r, address, pattern, epochs, **kwargs) for r in pattern.ranks]
+def run_ranks(address, pattern, epochs, *, deadline_s=30.0, shift_fn=lambda r: 0.0, **kwargs):
+    ranks = [FakeRank(r, address, pattern, epochs, shift_s=shift_fn(r), **kwargs)
+             for r in pattern.ranks]
     for r in ranks:
         r.start()
     for r in ranks:
@@ -287,27 +288,24 @@ def test_closed_loop_over_the_channel_matches_the_in_process_loop(tmp_path):
           f"{max(r.client.report_s / epochs for r in ranks) * 1e6:.1f} us/epoch")
 
 
-def test_leader_merges_exactly_like_merge_epoch_and_estimates_a_shifted_clock():
-    # rank 2's clock runs 5 s ahead: the leader must estimate offset -5 s (to < 1 ms) and the
-    # merge with the estimated offsets must equal merge_epoch on the same records.
+def test_leader_merges_exactly_like_merge_epoch_and_estimates_a_shifted_clock(tmp_path):
+    # rank 2's clock runs 5 s ahead: the leader (its own process, as deployed) must estimate
+    # offset -5 s to < 1 ms, and its merge must equal merge_epoch with those offsets.
     ring = allreduce_ring(4)
     # whole elements: each chunk a few bytes off its fraction, a flow the sum of its chunks
     sizes = [sum(MESSAGE * ring.chunks[c].fraction + c for c in f.chunks) for f in ring.flows]
-    leader = TunerLeader(ring, 4, message_bytes=MESSAGE, flow_bytes=sizes, host="127.0.0.1",
-                         timeout_s=10)
-    out = {}
-    thread = threading.Thread(target=lambda: out.update(doc=leader.run()), daemon=True)
-    thread.start()
+    proc, address = start_leader_process(tmp_path, {
+        "pattern": ring.to_dict(), "message_bytes": MESSAGE, "flow_bytes": sizes,
+        "host": "127.0.0.1", "timeout_s": 10,
+    })
     shifts = {0: 0.0, 1: 0.0, 2: 5.0, 3: 0.0}
-    ranks = [FakeRank(r, leader.address, ring, 4, period_s=0.0, shift_s=shifts[r])
-             for r in ring.ranks]
-    for r in ranks:
-        r.start()
-    for r in ranks:
-        r.join(timeout=15)
-        assert not r.is_alive() and r.error is None
-    thread.join(timeout=15)
-    doc = out["doc"]
+    try:
+        run_ranks(address, ring, 4, period_s=0.0, shift_fn=shifts.get)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    doc = json.loads((tmp_path / "result.json").read_text())
     offsets = {int(r): o for r, o in doc["offsets_s"].items()}
     assert offsets[2] == pytest.approx(-5.0, abs=1e-3)
     assert all(abs(offsets[r]) < 1e-3 for r in (0, 1, 3))
