@@ -674,6 +674,17 @@ class TunerClient:
     clock : callable
         The clock the rank stamps its timings with (default :func:`react.runtime.clock.now_s`);
         the leader's offset estimate refers to it.
+
+    Notes
+    -----
+    Every epoch, numbered 0, 1, 2, ... without gaps, is asked for and reported once, in order
+    (the leader merges epoch ``e`` when every rank reported it)::
+
+        with TunerClient(rank, (leader_ip, port), timeout_s=30) as tuner:
+            pattern = initial
+            for epoch in range(epochs):
+                pattern = tuner.pattern_for(epoch, pattern)
+                tuner.report(collective.run(pattern, buffer, epoch))
     """
 
     def __init__(
