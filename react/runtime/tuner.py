@@ -700,6 +700,10 @@ class TunerClient:
             raise ReactError(f"TunerClient: rank must be a non-negative integer, got {rank!r}")
         if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
             raise ReactError(f"TunerClient: timeout_s must be positive, got {timeout_s!r}")
+        if not (isinstance(leader_address, (tuple, list)) and len(leader_address) == 2
+                and isinstance(leader_address[0], str) and isinstance(leader_address[1], int)):
+            raise ReactError(f"TunerClient: leader_address must be (host, port), got "
+                             f"{leader_address!r}")
         self.rank = rank
         self.timeout_s = float(timeout_s)
         self.failure: str | None = None

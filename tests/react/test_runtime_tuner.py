@@ -513,6 +513,8 @@ def test_leader_refuses_bad_arguments():
         TunerLeader(ring, 4, message_bytes=1.0, port=70000)
     with pytest.raises(ReactError, match="apply_delay_epochs must be a non-negative integer"):
         TunerLeader(ring, 4, message_bytes=1.0, apply_delay_epochs=-1)
+    with pytest.raises(ReactError, match="leader_address must be \\(host, port\\), got '1.2.3.4'"):
+        TunerClient(0, "1.2.3.4")
     with pytest.raises(ReactError, match="batch_epochs=3 differs from the controller's 6"):
         TunerLeader(ring, 4, controller=Controller(ring), batch_epochs=3, message_bytes=1.0)
 
