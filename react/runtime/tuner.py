@@ -300,6 +300,7 @@ class TunerLeader:
         port: int = 0,
         timeout_s: float = 30.0,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        on_epoch: Callable[[int], None] | None = None,
     ) -> None:
         verify(pattern)
         if world_size != pattern.n:
@@ -326,6 +327,7 @@ class TunerLeader:
             raise ReactError(f"TunerLeader: flow_bytes has {len(flow_bytes)} entries; the "
                              f"pattern has {len(pattern.flows)} flows")
         self.loop = TuningLoop(pattern, controller, apply_delay_epochs)
+        self.on_epoch = on_epoch
         self.world_size = world_size
         self.message_bytes = float(message_bytes)
         self.timeout_s = float(timeout_s)
@@ -565,6 +567,8 @@ class TunerLeader:
         row.update(pattern=index, waited_s=max(w for _, _, w in records.values()),
                    merge_s=merge_s)
         self._epochs.append(row)
+        if self.on_epoch is not None:
+            self.on_epoch(epoch)
         if self._tuning:
             self._batch_merge_s += merge_s
             start = time.perf_counter()
@@ -1040,7 +1044,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m react.runtime.tuner --spec SPEC.json --out RESULT.json``.
 
     Prints ``{"type": "listening", "host": h, "port": p}`` as one line on stdout once it
-    listens, serves the job, writes the result. Exit status: 0 when every rank finished and
+    listens, then ``{"type": "epoch", "epoch": e}`` as each epoch is merged (progress), serves the job, writes the result. Exit status: 0 when every rank finished and
     every epoch merged, 3 when the result is partial (see its ``events``), 2 on a bad spec.
     """
     parser = argparse.ArgumentParser(
@@ -1063,6 +1067,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     host, port = leader.address
     print(json.dumps({"type": "listening", "host": host, "port": port}), flush=True)
+    leader.on_epoch = lambda epoch: print(json.dumps({"type": "epoch", "epoch": epoch}),
+                                          flush=True)
     doc = leader.run()
     tmp = f"{args.out}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:

@@ -46,8 +46,7 @@ if TYPE_CHECKING:
 
 DATA_PORT_BASE = 29500
 """Rank ``r`` of the ``j``-th job listens on ``DATA_PORT_BASE + 100 * j + r`` (jobs may share
-hosts); the job's tuner on ``TUNER_PORT_BASE + j``."""
-TUNER_PORT_BASE = 29400
+hosts); each job's tuner on a free port of rank 0's host."""
 BACKGROUND_MAX_S = 1800.0
 """Upper bound on any background sender's life when the scenario gives no ``stop_s``."""
 
@@ -62,61 +61,68 @@ class EmuJob:
         self.emu = emu
         self.index = index
         self.workdir = workdir
-        self._procs: list[subprocess.Popen[bytes]] = []
+        self._procs: list[subprocess.Popen[Any]] = []
 
     def run_job(self, name: str, pattern: Pattern, epochs: int, controller: Controller | None,
                 on_epoch: Callable[[str, int], None] | None = None) -> JobRun:
-        from react.runtime.tuner import read_result, tuner_spec
+        from react.runtime.tuner import read_result, spawn_leader
 
         hosts = self.spec.hosts
         net = self.network
-        tuner_addr = (net.host_ip(hosts[0]), TUNER_PORT_BASE + self.index)
-        addresses = [(net.host_ip(h), DATA_PORT_BASE + 100 * self.index + r)
-                     for r, h in enumerate(hosts)]
+        emu = self.emu
         files = self.workdir / f"job-{self.index}"
         files.mkdir(parents=True, exist_ok=True)
         out = files / "result.json"
         tuner_file = files / "tuner.json"
-        tuner_file.write_text(json.dumps(tuner_spec(
-            pattern=pattern, world_size=len(hosts), epochs=epochs,
-            controller=None if controller is None else asdict(controller.config),
-            apply_delay_epochs=self.emu.apply_delay_epochs,
-            message_bytes=self.emu.message_bytes, address=tuner_addr,
-            timeout_s=self.emu.timeout_s,
-        )))
+        tuner_file.write_text(json.dumps({
+            "pattern": pattern.to_dict(), "world_size": len(hosts),
+            "message_bytes": emu.message_bytes,
+            "react": None if controller is None else asdict(controller.config),
+            "apply_delay_epochs": emu.apply_delay_epochs, "host": net.host_ip(hosts[0]),
+            "port": 0, "timeout_s": emu.timeout_s,
+        }))
+        tuner, tuner_addr = spawn_leader(
+            tuner_file, out, popen=lambda argv, **kw: net.popen(hosts[0], argv, **kw),
+            timeout_s=emu.timeout_s)
+        self._procs.append(tuner)
+        addresses = [(net.host_ip(h), DATA_PORT_BASE + 100 * self.index + r)
+                     for r, h in enumerate(hosts)]
         rank_file = files / "job.json"
         rank_file.write_text(json.dumps(job_spec(
-            job=name, pattern=pattern, epochs=epochs, message_bytes=self.emu.message_bytes,
-            transport=self.emu.transport, addresses=addresses, tuner=tuner_addr,
+            job=name, pattern=pattern, epochs=epochs, message_bytes=emu.message_bytes,
+            transport=emu.transport, addresses=addresses, tuner=tuner_addr,
             connections=self.spec.connections, seed=self.spec.seed,
-            timeout_s=self.emu.timeout_s, compute_gap_s=self.spec.compute_gap_s,
+            timeout_s=emu.timeout_s, compute_gap_s=self.spec.compute_gap_s,
         )))
-        tuner = net.popen(hosts[0], [sys.executable, "-m", "react.runtime.tuner", "--spec",
-                                     str(tuner_file), "--out", str(out)],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self._procs.append(tuner)
-        ranks = [net.popen(h, [sys.executable, "-m", "react.runtime.rank", str(rank_file),
-                               str(r)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                 for r, h in enumerate(hosts)]
+        logs = [files / f"rank{r}.log" for r in range(len(hosts))]
+        ranks = []
+        for r, h in enumerate(hosts):
+            with open(logs[r], "wb") as log:  # a file, not a pipe: a chatty rank never blocks
+                ranks.append(net.popen(h, [sys.executable, "-m", "react.runtime.rank",
+                                           str(rank_file), str(r)],
+                                       stdout=subprocess.DEVNULL, stderr=log))
         self._procs.extend(ranks)
         progress = _Progress(tuner, name, epochs, on_epoch)
         try:
-            self._wait(name, ranks, tuner, epochs)
+            self._wait(name, ranks, logs, tuner, epochs)
         finally:
             progress.finish()
             self.close()
-        return read_result(out, name=name)
+        results, patterns, decisions = read_result(out)
+        return JobRun(name, results, patterns, decisions, info=run_info(out, results,
+                                                                        patterns))
 
-    def _wait(self, name: str, ranks: list[subprocess.Popen[bytes]],
-              tuner: subprocess.Popen[bytes], epochs: int) -> None:
+    def _wait(self, name: str, ranks: list[subprocess.Popen[Any]], logs: list[Path],
+              tuner: subprocess.Popen[Any], epochs: int) -> None:
         deadline = time.monotonic() + self.emu.timeout_s * max(1.0, epochs / 10)
         while True:
             codes = [p.poll() for p in ranks]
             failed = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
             if failed:
                 r, code = failed[0]
+                text = logs[r].read_text(encoding="utf-8", errors="replace").strip()
                 raise EmuError(f"job {name!r}: rank {r} failed (exit {code}): "
-                               f"{_tail(ranks[r])}")
+                               f"{text[-600:] or '(no output)'}")
             if all(c == 0 for c in codes):
                 break
             if time.monotonic() > deadline:
@@ -128,7 +134,7 @@ class EmuJob:
         except subprocess.TimeoutExpired:
             raise EmuError(f"job {name!r}: the tuner did not finish within "
                            f"{self.emu.timeout_s:g} s of the last rank") from None
-        if code != 0:
+        if code not in (0, 3):  # 3: a partial result (its events say why), still readable
             raise EmuError(f"job {name!r}: the tuner failed (exit {code}): {_tail(tuner)}")
 
     def close(self) -> None:
@@ -147,14 +153,14 @@ class EmuJob:
 class _Progress:
     """Forwards the tuner's per-epoch progress lines (JSON on its stdout) to ``on_epoch``."""
 
-    def __init__(self, tuner: subprocess.Popen[bytes], name: str, epochs: int,
+    def __init__(self, tuner: subprocess.Popen[Any], name: str, epochs: int,
                  on_epoch: Callable[[str, int], None] | None) -> None:
         self.name, self.epochs, self.on_epoch = name, epochs, on_epoch
         self.seen = 0
         self._thread = threading.Thread(target=self._read, args=(tuner,), daemon=True)
         self._thread.start()
 
-    def _read(self, tuner: subprocess.Popen[bytes]) -> None:
+    def _read(self, tuner: subprocess.Popen[Any]) -> None:
         assert tuner.stdout is not None
         for line in tuner.stdout:
             try:
@@ -175,15 +181,39 @@ class _Progress:
         self._tick(self.epochs)
 
 
-def _tail(proc: subprocess.Popen[bytes], limit: int = 600) -> str:
-    err = b""
+def _tail(proc: subprocess.Popen[Any], limit: int = 600) -> str:
+    err: Any = b""
     if proc.stderr is not None:
         try:
             err = proc.stderr.read() or b""
         except (OSError, ValueError):
             pass
-    text = err.decode("utf-8", "replace").strip()
+    text = (err.decode("utf-8", "replace") if isinstance(err, bytes) else str(err)).strip()
     return text[-limit:] if text else "(no output)"
+
+
+def run_info(path: Path, results: list[Any], patterns: list[Pattern]) -> dict[str, Any]:
+    """What the real run measured beyond the epochs: the tuner's cost, waits, offsets, and the
+    switching cost (a switch epoch's time against the median of the next three on the same
+    pattern; with the socket transport every connection exists already, so this is warm-up)."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    overhead = [d["overhead_s"] for d in doc["decisions"] if d.get("overhead_s") is not None]
+    switch = []
+    times = [r.collective_time_s for r in results]
+    for e in range(1, len(patterns)):
+        if patterns[e] != patterns[e - 1]:
+            after = [times[k] for k in range(e + 1, min(e + 4, len(times)))
+                     if patterns[k] == patterns[e]]
+            if after:
+                switch.append(times[e] - sorted(after)[len(after) // 2])
+    return {
+        "complete": doc["complete"],
+        "tuner_overhead_s": overhead,
+        "epochs_waited": doc["epochs_waited"],
+        "offsets_s": doc["offsets_s"],
+        "switch_cost_s": switch,
+        "events": doc["events"],
+    }
 
 
 def used_hosts(scenario: Scenario) -> list[str]:
