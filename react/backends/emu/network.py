@@ -1,0 +1,401 @@
+"""EmuNetwork: a flowsim Topology built as Linux network namespaces, torn down whatever happens.
+
+Hosts are namespaces with one veth (``eth0``). A star's switch is a Linux bridge in its own
+namespace; in any fabric with several switches every switch is a router namespace with kernel
+multipath routes hashed on the L4 five-tuple (``net.ipv4.fib_multipath_hash_policy=1``), so a
+connection's source port picks its path, as flowsim's ECMP does. Every directed link is shaped
+on its sending port (:mod:`react.backends.emu.tc`) at the topology's capacity times ``scale``
+and every veth has ``gso_max_segs`` capped (GSO stays on: without it 2 cores become the
+bottleneck; with 64 KB super-packets short transfers starve). What is built is planned first
+as data (:mod:`react.backends.emu.plan`).
+
+The network is built in ``__init__`` and removed by ``close()`` (also on ``with`` exit, on a
+failed build, at interpreter exit and on SIGINT/SIGTERM, :mod:`react.backends.emu.cleanup`).
+Processes started with :meth:`EmuNetwork.popen` are killed on close, and so is anything else
+left inside the namespaces.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import select
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from flowsim.topology import Topology
+from react.backends.emu import cleanup, shell, tc, traffic
+from react.backends.emu.errors import EmuError, EmuInputError
+from react.backends.emu.limits import max_hosts
+from react.backends.emu.names import (
+    BRIDGE_IFNAME,
+    check_prefix,
+    netns_name,
+    new_run_prefix,
+)
+from react.backends.emu.plan import Plan, default_queue_bytes, plan_network
+
+BACKGROUND_KINDS = ("long_lived", "periodic_bulk")
+MAX_BACKGROUND_S = 3600.0
+"""Longest a background sender may run, seconds."""
+
+SINK_READY_S = 10.0
+"""How long a background sink may take to start listening."""
+
+KILL_WAIT_S = 1.0
+
+LINKS_UP_S = 5.0
+"""How long a build waits for every port to be up (and forwarding, on a bridge)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Background:
+    """A running background flow: its sender and sink processes (killed on close)."""
+
+    kind: str
+    src: str
+    dst: str
+    port: int
+    sender: subprocess.Popen
+    sink: subprocess.Popen
+
+
+def _sysctl_script(lines: Sequence[str]) -> str:
+    return "; ".join(f"echo {v} > /proc/sys/{k.replace('.', '/')}" for k, v in lines)
+
+
+_COMMON_SYSCTLS = (("net.ipv6.conf.all.disable_ipv6", 1), ("net.ipv6.conf.default.disable_ipv6", 1))
+_ROUTER_SYSCTLS = (
+    ("net.ipv4.ip_forward", 1),
+    ("net.ipv4.fib_multipath_hash_policy", 1),  # L4 hash: the source port picks the path
+    ("net.ipv4.conf.all.rp_filter", 0),  # ECMP makes paths asymmetric
+    ("net.ipv4.conf.default.rp_filter", 0),
+)
+
+
+class EmuNetwork:
+    """A topology emulated with namespaces, veth links, bridges or routers, and tc shapers.
+
+    Parameters
+    ----------
+    topology : flowsim.topology.Topology
+        The network to build; hosts must have exactly one cable.
+    hosts : sequence of str, optional
+        Hosts actually used (ranks and background endpoints). Only they and the switches on
+        shortest paths between them are built. Default: every host.
+    link_rate_bps : float
+        Emulated rate of the topology's fastest link; every capacity scales by the same
+        factor (:attr:`scale`). 100-500 Mbit/s keeps two cores from being the bottleneck.
+    prefix : str, optional
+        Run prefix (``rct`` + up to 16 lower-case letters/digits); default a fresh unique one.
+    queue_bytes : int, optional
+        bfifo limit of every shaped port; default 12 ms at the port's rate.
+    gso_max_segs : int
+        Cap on the segments of one GSO super-packet on every veth.
+
+    Raises
+    ------
+    EmuError
+        Not root, iproute2 missing, more hosts than :func:`max_hosts`, the prefix already in
+        use, or a command that failed (nothing is left behind).
+    EmuInputError
+        An unknown host, bad rate, queue or prefix (raised before anything is created).
+    """
+
+    def __init__(self, topology: Topology, *, hosts: Sequence[str] | None = None,
+                 link_rate_bps: float = 200e6, prefix: str | None = None,
+                 queue_bytes: int | None = None, gso_max_segs: int = 8) -> None:
+        if isinstance(gso_max_segs, bool) or not isinstance(gso_max_segs, int) or not (
+            1 <= gso_max_segs <= 65535
+        ):
+            raise EmuInputError(f"gso_max_segs must be an integer in [1, 65535], "
+                                f"got {gso_max_segs!r}")
+        self.plan: Plan = plan_network(topology, hosts, link_rate_bps=link_rate_bps,
+                                       queue_bytes=queue_bytes)
+        limit = max_hosts(link_rate_bps)
+        if len(self.plan.hosts) > limit:
+            raise EmuError(
+                f"{len(self.plan.hosts)} hosts requested but this machine can emulate at most "
+                f"{limit} at link_rate_bps={link_rate_bps:g} (see react.backends.emu.limits); "
+                "pass fewer hosts or a lower link_rate_bps"
+            )
+        shell.require()
+        self.topology = topology
+        self.prefix = check_prefix(prefix) if prefix is not None else new_run_prefix()
+        taken = [n for n in cleanup.list_namespaces() if n.startswith(self.prefix + "-")]
+        if taken:
+            raise EmuError(f"prefix {self.prefix!r} is in use by namespaces {taken[:3]}; "
+                           f"pick another or run 'react emu clean' if that run is dead")
+        self._queue_bytes = queue_bytes
+        self._gso_max_segs = gso_max_segs
+        self._rates = {k: e.rate_bps for k, e in self.plan.egress.items()}
+        self._procs: list[subprocess.Popen] = []
+        self.background: list[Background] = []
+        self._closed = False
+        self.setup_s = math.nan
+        self.teardown_s = math.nan
+        cleanup.register(self)
+        start = time.monotonic()
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+        self.setup_s = time.monotonic() - start
+
+    # -- building --------------------------------------------------------------------------------
+    def _build(self) -> None:
+        plan = self.plan
+        nodes = plan.nodes
+        names = [self.netns(n) for n in nodes]
+        shell.batch("ip", (f"netns add {n}" for n in names))
+        routers = set(plan.switches) if plan.mode == "routed" else set()
+        # sysctls before the links exist, so that 'default' settings reach the new ports
+        shell.batch("ip", (
+            f"netns exec {self.netns(n)} sh -c '"
+            + _sysctl_script(_COMMON_SYSCTLS + (_ROUTER_SYSCTLS if n in routers else ()))
+            + "'" for n in nodes))
+        segs = self._gso_max_segs
+        shell.batch("ip", (
+            f"link add name {c.a_ifname} netns {self.netns(c.a)} gso_max_segs {segs} type veth "
+            f"peer name {c.b_ifname} netns {self.netns(c.b)} gso_max_segs {segs}"
+            for c in plan.cables))
+        ports: dict[str, list[tuple[str, str | None]]] = {n: [] for n in nodes}
+        for c in plan.cables:
+            ports[c.a].append((c.a_ifname, c.a_cidr))
+            ports[c.b].append((c.b_ifname, c.b_cidr))
+        bridge = plan.switches[0] if plan.mode == "bridge" and plan.switches else None
+        # switches first: a port whose peer is still down gets its carrier later through the
+        # kernel's urgent link-watch path (at once); the other end would wait up to 1 s
+        for node in plan.switches + plan.hosts:
+            lines = ["link set lo up"]
+            if node == bridge:
+                lines.append(f"link add {BRIDGE_IFNAME} type bridge stp_state 0 forward_delay 0")
+                lines.append(f"link set {BRIDGE_IFNAME} gso_max_segs {segs} up")
+            for ifname, cidr in ports[node]:
+                if cidr:
+                    lines.append(f"addr add {cidr} dev {ifname}")
+                if node == bridge:
+                    lines.append(f"link set {ifname} master {BRIDGE_IFNAME}")
+                lines.append(f"link set {ifname} up")
+            shell.batch("ip", lines, netns=self.netns(node))
+        routes: dict[str, list[str]] = {}
+        for r in plan.routes:
+            hops = " ".join(f"nexthop via {gw} dev {dev}" for gw, dev in r.nexthops)
+            if len(r.nexthops) == 1:
+                hops = f"via {r.nexthops[0][0]} dev {r.nexthops[0][1]}"
+            routes.setdefault(r.node, []).append(f"route add {r.dest} {hops}")
+        for node, lines in routes.items():
+            shell.batch("ip", lines, netns=self.netns(node))
+        shaped: dict[str, list[str]] = {}
+        for e in plan.egress.values():
+            shaped.setdefault(e.src, []).extend(tc.shape_lines(e.ifname, e.rate_bps,
+                                                               e.queue_bytes))
+        for node, lines in shaped.items():
+            shell.batch("tc", lines, netns=self.netns(node))
+        self._wait_links_up(nodes)
+
+    def _wait_links_up(self, nodes: Sequence[str]) -> None:
+        # The kernel reports a new veth's carrier (and so lets a bridge port forward) through
+        # its link-watch work, up to a second after 'link set up'; until then the first ARP or
+        # SYN is dropped and a connection loses a 1 s retransmission timeout. Wait for it.
+        waiting = list(nodes)
+        deadline = time.monotonic() + LINKS_UP_S
+        while True:
+            waiting = [n for n in waiting if not _links_up(self.netns(n))]
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise EmuError(f"links of {waiting[:4]} not up after {LINKS_UP_S:g} s")
+            time.sleep(0.05)
+
+    # -- lookups ---------------------------------------------------------------------------------
+    @property
+    def scale(self) -> float:
+        """Emulated bit/s per topology bit/s."""
+        return self.plan.scale
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The hosts built, in topology order."""
+        return self.plan.hosts
+
+    def _check_node(self, node: str, *, host: bool = False) -> str:
+        known = self.plan.hosts if host else self.plan.nodes
+        if node not in known:
+            sample = ", ".join(known[:6]) + (", ..." if len(known) > 6 else "")
+            raise EmuInputError(f"unknown {'host' if host else 'node'} {node!r}; this network "
+                                f"built {sample}")
+        return node
+
+    def netns(self, host: str) -> str:
+        """Name of the namespace of ``host`` (any built node, switches too)."""
+        return netns_name(self.prefix, self._check_node(host))
+
+    def host_ip(self, host: str) -> str:
+        """IPv4 address of ``host`` (on its interface ``eth0``)."""
+        return self.plan.host_ips[self._check_node(host, host=True)]
+
+    def _egress(self, src: str, dst: str) -> Any:
+        try:
+            return self.plan.egress[(src, dst)]
+        except KeyError:
+            self._check_node(src)
+            self._check_node(dst)
+            raise EmuInputError(f"no link {src!r} -> {dst!r} in this network") from None
+
+    def link_rate_bps(self, src: str, dst: str) -> float:
+        """Current emulated rate of the directed link ``src -> dst``, bit/s."""
+        self._egress(src, dst)
+        return self._rates[(src, dst)]
+
+    # -- running things --------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EmuError(f"network {self.prefix} is closed")
+
+    def popen(self, host: str, argv: list[str], **popen_kwargs: Any) -> subprocess.Popen:
+        """Start ``argv`` inside ``host``'s namespace; it is killed on :meth:`close`."""
+        self._check_open()
+        proc = subprocess.Popen(["ip", "netns", "exec", self.netns(host), *argv], **popen_kwargs)
+        self._procs.append(proc)
+        return proc
+
+    def set_link_capacity(self, src: str, dst: str, capacity_bps: float) -> None:
+        """Change the capacity of link ``src -> dst`` (topology units) now, mid-run.
+
+        A failed link is modelled by a small capacity (htb needs a positive rate). The queue
+        follows the new rate unless ``queue_bytes`` was fixed.
+        """
+        self._check_open()
+        egress = self._egress(src, dst)
+        if isinstance(capacity_bps, bool) or not isinstance(capacity_bps, numbers.Real) or not (
+            math.isfinite(capacity_bps) and capacity_bps > 0
+        ):
+            raise EmuInputError(f"capacity_bps must be a positive finite number, got "
+                                f"capacity_bps={capacity_bps!r} for link {src!r} -> {dst!r}")
+        rate = float(capacity_bps) * self.scale
+        queue = self._queue_bytes or default_queue_bytes(rate)
+        shell.batch("tc", tc.change_lines(egress.ifname, rate, queue), netns=self.netns(src))
+        self._rates[(src, dst)] = rate
+
+    def link_tx_bytes(self, src: str, dst: str) -> int:
+        """Bytes sent so far on the directed link ``src -> dst`` (its port's tx counter)."""
+        self._check_open()
+        egress = self._egress(src, dst)
+        out = shell.run(["ip", "-n", self.netns(src), "-s", "-j", "link", "show", "dev",
+                         egress.ifname])
+        return int(json.loads(out)[0]["stats64"]["tx"]["bytes"])
+
+    def start_background(self, kind: Literal["long_lived", "periodic_bulk"], src: str, dst: str,
+                         *, port: int, duration_s: float, max_bytes: int,
+                         size_bytes: int | None = None, period_s: float | None = None
+                         ) -> Background:
+        """Start a background flow ``src -> dst`` (a sink on ``dst:port``, then the sender).
+
+        Bounded in time (``duration_s``, at most :data:`MAX_BACKGROUND_S`) and bytes
+        (``max_bytes``); ``periodic_bulk`` sends ``size_bytes`` every ``period_s``. Returns once
+        the sink listens; raises :class:`EmuError` if it cannot (port taken).
+        """
+        self._check_open()
+        if kind not in BACKGROUND_KINDS:
+            raise EmuInputError(f"kind must be one of {BACKGROUND_KINDS}, got kind={kind!r}")
+        self._check_node(src, host=True)
+        self._check_node(dst, host=True)
+        if src == dst:
+            raise EmuInputError(f"background src and dst must differ, got {src!r} twice")
+        _check_int("port", port, 1024, 65535)
+        _check_int("max_bytes", max_bytes, 1, None)
+        if not (isinstance(duration_s, numbers.Real) and 0 < duration_s <= MAX_BACKGROUND_S):
+            raise EmuInputError(f"duration_s must be in (0, {MAX_BACKGROUND_S:g}] seconds, "
+                                f"got duration_s={duration_s!r}")
+        if kind == "periodic_bulk":
+            if size_bytes is None or period_s is None:
+                raise EmuInputError("periodic_bulk needs size_bytes and period_s, got "
+                                    f"size_bytes={size_bytes!r}, period_s={period_s!r}")
+            _check_int("size_bytes", size_bytes, 1, None)
+            if not (isinstance(period_s, numbers.Real) and period_s > 0):
+                raise EmuInputError(f"period_s must be positive, got period_s={period_s!r}")
+        sink = self.popen(dst, traffic.sink_argv(port, float(duration_s) + 1.0),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_ready(sink, f"background sink on {dst}:{port}")
+        sender = self.popen(src, traffic.sender_argv(
+            kind, self.host_ip(dst), port, duration_s=float(duration_s), max_bytes=max_bytes,
+            size_bytes=size_bytes, period_s=None if period_s is None else float(period_s)),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        bg = Background(kind, src, dst, port, sender, sink)
+        self.background.append(bg)
+        return bg
+
+    # -- teardown --------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Kill every process started here, delete every namespace. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        start = time.monotonic()
+        try:
+            for proc in self._procs:
+                if proc.poll() is None:
+                    proc.terminate()
+            for proc in self._procs:
+                try:
+                    proc.wait(timeout=KILL_WAIT_S)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=KILL_WAIT_S)
+                for stream in (proc.stdout, proc.stderr, proc.stdin):
+                    if stream is not None:
+                        stream.close()
+            ours = [n for n in cleanup.list_namespaces() if n.startswith(self.prefix + "-")]
+            cleanup.delete_namespaces(ours)
+        finally:
+            cleanup.unregister(self)
+            self.teardown_s = time.monotonic() - start
+
+    def __enter__(self) -> EmuNetwork:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "up"
+        return (f"EmuNetwork({self.topology.name!r}, prefix={self.prefix!r}, "
+                f"{len(self.plan.hosts)} hosts, {len(self.plan.switches)} switches, {state})")
+
+
+def _check_int(name: str, value: object, low: int, high: int | None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (
+        high is not None and value > high
+    ):
+        want = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise EmuInputError(f"{name} must be an integer {want}, got {name}={value!r}")
+
+
+def _links_up(netns: str) -> bool:
+    for link in json.loads(shell.run(["ip", "-n", netns, "-d", "-j", "link", "show"])):
+        if link.get("ifname") == "lo":
+            continue
+        if "LOWER_UP" not in link.get("flags", ()):  # carrier, known at once (operstate lags)
+            return False
+        port = link.get("linkinfo", {}).get("info_slave_data")
+        if port is not None and port.get("state") != "forwarding":
+            return False
+    return True
+
+
+def _wait_ready(proc: subprocess.Popen, what: str) -> None:
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], SINK_READY_S)
+    line = proc.stdout.readline() if ready else ""
+    if line.strip() != "ready":
+        if proc.poll() is None:
+            proc.kill()
+        err = proc.stderr.read().strip() if proc.stderr and proc.poll() is not None else ""
+        raise EmuError(f"{what} did not start within {SINK_READY_S:g} s: "
+                       f"{err or line.strip() or 'no output'}")
