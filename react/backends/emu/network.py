@@ -96,6 +96,9 @@ class EmuNetwork:
         bfifo limit of every shaped port; default 12 ms at the port's rate.
     gso_max_segs : int
         Cap on the segments of one GSO super-packet on every veth.
+    fair_share : bool
+        Give every source host its own round-robin class on switch ports (max-min sharing, as
+        flowsim assumes); off: one FIFO per port, where TCP dynamics decide the shares.
 
     Raises
     ------
@@ -108,14 +111,15 @@ class EmuNetwork:
 
     def __init__(self, topology: Topology, *, hosts: Sequence[str] | None = None,
                  link_rate_bps: float = 200e6, prefix: str | None = None,
-                 queue_bytes: int | None = None, gso_max_segs: int = 8) -> None:
+                 queue_bytes: int | None = None, gso_max_segs: int = 8,
+                 fair_share: bool = True) -> None:
         if isinstance(gso_max_segs, bool) or not isinstance(gso_max_segs, int) or not (
             1 <= gso_max_segs <= 65535
         ):
             raise EmuInputError(f"gso_max_segs must be an integer in [1, 65535], "
                                 f"got {gso_max_segs!r}")
         self.plan: Plan = plan_network(topology, hosts, link_rate_bps=link_rate_bps,
-                                       queue_bytes=queue_bytes)
+                                       queue_bytes=queue_bytes, fair_share=fair_share)
         limit = max_hosts(link_rate_bps)
         if len(self.plan.hosts) > limit:
             raise EmuError(
@@ -193,8 +197,8 @@ class EmuNetwork:
             shell.batch("ip", lines, netns=self.netns(node))
         shaped: dict[str, list[str]] = {}
         for e in plan.egress.values():
-            shaped.setdefault(e.src, []).extend(tc.shape_lines(e.ifname, e.rate_bps,
-                                                               e.queue_bytes))
+            shaped.setdefault(e.src, []).extend(
+                tc.shape_lines(e.ifname, e.rate_bps, e.queue_bytes, e.buckets))
         for node, lines in shaped.items():
             shell.batch("tc", lines, netns=self.netns(node))
         self._wait_links_up(nodes)
@@ -280,7 +284,8 @@ class EmuNetwork:
                                 f"capacity_bps={capacity_bps!r} for link {src!r} -> {dst!r}")
         rate = float(capacity_bps) * self.scale
         queue = self._queue_bytes or default_queue_bytes(rate)
-        shell.batch("tc", tc.change_lines(egress.ifname, rate, queue), netns=self.netns(src))
+        shell.batch("tc", tc.change_lines(egress.ifname, rate, queue, egress.buckets),
+                    netns=self.netns(src))
         self._rates[(src, dst)] = rate
 
     def link_tx_bytes(self, src: str, dst: str) -> int:

@@ -15,7 +15,9 @@ every used host not attached to it, with one next hop per neighbour on a shortes
 
 Rates. Capacities scale linearly: the topology's fastest link runs at ``link_rate_bps``, so
 ``scale = link_rate_bps / max capacity``; a directed link ``a -> b`` is shaped on ``a``'s port
-towards ``b`` (both ends of every cable are shaped, one per direction).
+towards ``b`` (both ends of every cable are shaped, one per direction). Switch ports share
+their rate fairly between source hosts (:mod:`react.backends.emu.tc`) unless ``fair_share`` is
+off.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ import numpy as np
 
 from flowsim.topology import Topology
 from react.backends.emu.errors import EmuInputError
-from react.backends.emu.names import BRIDGE_IFNAME, HOST_IFNAME, switch_port
+from react.backends.emu.names import HOST_IFNAME, switch_port
+from react.backends.emu.tc import BUCKETS
 
 QUEUE_S = 0.012
 """Default queue of a shaped link, in seconds at its rate (300 KB at 200 Mbit/s: the issue's
@@ -71,6 +74,9 @@ class Egress:
     ifname: str
     rate_bps: float
     queue_bytes: int
+    buckets: tuple[int, ...] = ()
+    """Source-host buckets with a fair leaf each (:mod:`react.backends.emu.tc`); empty on
+    host ports and without fair sharing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +160,8 @@ def _used_nodes(topology: Topology, hosts: Sequence[str], adj: dict[str, list[st
 
 
 def plan_network(topology: Topology, hosts: Sequence[str] | None = None, *,
-                 link_rate_bps: float = 200e6, queue_bytes: int | None = None) -> Plan:
+                 link_rate_bps: float = 200e6, queue_bytes: int | None = None,
+                 fair_share: bool = True) -> Plan:
     """Plan the emulated network of ``topology`` restricted to ``hosts`` (all hosts if None).
 
     Raises
@@ -250,7 +257,10 @@ def plan_network(topology: Topology, hosts: Sequence[str] | None = None, *,
         for x, y in ((a, b), (b, a)):
             r = topology.link(x, y).capacity_bps * scale
             q = queue_bytes if queue_bytes is not None else default_queue_bytes(r)
-            egress[(x, y)] = Egress(x, y, ifname_of[(x, y)], r, q)
+            buckets: tuple[int, ...] = ()
+            if fair_share and x not in index:
+                buckets = tuple(sorted({index[h] % BUCKETS for h in used_hosts if h != y}))
+            egress[(x, y)] = Egress(x, y, ifname_of[(x, y)], r, q, buckets)
 
     host_ips = {h: _ip(_HOST_BASE + 4 * index[h] + 1) for h in used_hosts}
     routes: list[Route] = []
