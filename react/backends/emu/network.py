@@ -23,6 +23,7 @@ import numbers
 import select
 import subprocess
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -30,7 +31,7 @@ from typing import Any, Literal
 from flowsim.topology import Topology
 from react.backends.emu import cleanup, shell, tc, traffic
 from react.backends.emu.errors import EmuError, EmuInputError
-from react.backends.emu.limits import max_hosts
+from react.backends.emu.limits import line_rate_hosts, max_hosts
 from react.backends.emu.names import (
     BRIDGE_IFNAME,
     check_prefix,
@@ -120,13 +121,18 @@ class EmuNetwork:
                                 f"got {gso_max_segs!r}")
         self.plan: Plan = plan_network(topology, hosts, link_rate_bps=link_rate_bps,
                                        queue_bytes=queue_bytes, fair_share=fair_share)
-        limit = max_hosts(link_rate_bps)
+        limit = max_hosts()
         if len(self.plan.hosts) > limit:
             raise EmuError(
                 f"{len(self.plan.hosts)} hosts requested but this machine can emulate at most "
-                f"{limit} at link_rate_bps={link_rate_bps:g} (see react.backends.emu.limits); "
-                "pass fewer hosts or a lower link_rate_bps"
+                f"{limit} (see react.backends.emu.limits or 'react emu info'); pass only the "
+                "hosts the run uses"
             )
+        if len(self.plan.hosts) > line_rate_hosts(link_rate_bps):
+            warnings.warn(
+                f"{len(self.plan.hosts)} hosts at {link_rate_bps / 1e6:g} Mbit/s: if more than "
+                f"{line_rate_hosts(link_rate_bps)} send at once the CPU, not the emulated links, "
+                "limits their rates (see react.backends.emu.limits)", RuntimeWarning, stacklevel=2)
         shell.require()
         self.topology = topology
         self.prefix = check_prefix(prefix) if prefix is not None else new_run_prefix()
