@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import numbers
-import select
 import subprocess
 import time
 import warnings
@@ -43,9 +42,6 @@ from react.backends.emu.plan import Plan, default_queue_bytes, plan_network
 BACKGROUND_KINDS = ("long_lived", "periodic_bulk")
 MAX_BACKGROUND_S = 3600.0
 """Longest a background sender may run, seconds."""
-
-SINK_READY_S = 10.0
-"""How long a background sink may take to start listening."""
 
 KILL_WAIT_S = 1.0
 
@@ -333,7 +329,7 @@ class EmuNetwork:
                 raise EmuInputError(f"period_s must be positive, got period_s={period_s!r}")
         sink = self.popen(dst, traffic.sink_argv(port, float(duration_s) + 1.0),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        _wait_ready(sink, f"background sink on {dst}:{port}")
+        traffic.wait_ready(sink, f"background sink on {dst}:{port}")
         sender = self.popen(src, traffic.sender_argv(
             kind, self.host_ip(dst), port, duration_s=float(duration_s), max_bytes=max_bytes,
             size_bytes=size_bytes, period_s=None if period_s is None else float(period_s)),
@@ -398,15 +394,3 @@ def _links_up(netns: str) -> bool:
         if port is not None and port.get("state") != "forwarding":
             return False
     return True
-
-
-def _wait_ready(proc: subprocess.Popen, what: str) -> None:
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], SINK_READY_S)
-    line = proc.stdout.readline() if ready else ""
-    if line.strip() != "ready":
-        if proc.poll() is None:
-            proc.kill()
-        err = proc.stderr.read().strip() if proc.stderr and proc.poll() is not None else ""
-        raise EmuError(f"{what} did not start within {SINK_READY_S:g} s: "
-                       f"{err or line.strip() or 'no output'}")

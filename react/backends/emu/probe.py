@@ -52,9 +52,7 @@ def transfer(net: EmuNetwork, src: str, dst: str, size_bytes: int, *, port: int,
     """
     sink = net.popen(dst, traffic.sink_argv(port, timeout_s, expect_bytes=size_bytes),
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    from react.backends.emu.network import _wait_ready
-
-    _wait_ready(sink, f"sink on {dst}:{port}")
+    traffic.wait_ready(sink, f"sink on {dst}:{port}")
     sender = net.popen(src, traffic.sender_argv("long_lived", net.host_ip(dst), port,
                                                 duration_s=timeout_s, max_bytes=size_bytes,
                                                 src_port=src_port),

@@ -26,9 +26,11 @@ import argparse
 import json
 import os
 import resource
+import select
 import selectors
 import signal
 import socket
+import subprocess
 import sys
 import time
 
@@ -37,6 +39,8 @@ GRACE_S = 5.0
 
 CHUNK_BYTES = 256 * 1024
 SCRIPT = os.path.abspath(__file__)
+SINK_READY_S = 10.0
+"""How long a sink may take to start listening."""
 
 
 def sink_argv(port: int, duration_s: float, expect_bytes: int | None = None) -> list[str]:
@@ -60,6 +64,26 @@ def sender_argv(kind: str, dst_ip: str, port: int, *, duration_s: float, max_byt
     if src_port is not None:
         argv += ["--src-port", str(src_port)]
     return argv
+
+
+def wait_ready(proc: subprocess.Popen, what: str) -> None:
+    """Wait until a sink started with ``text=True`` pipes prints ``ready``; raise EmuError
+    (its stderr quoted) if it does not within :data:`SINK_READY_S`."""
+    from react.backends.emu.errors import EmuError  # only when imported, never in the script
+
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], SINK_READY_S)
+    line = proc.stdout.readline() if ready else ""
+    if line.strip() != "ready":
+        if proc.poll() is None:
+            proc.kill()
+        try:
+            proc.wait(timeout=2.0)
+            err = proc.stderr.read().strip() if proc.stderr else ""
+        except subprocess.TimeoutExpired:
+            err = ""
+        raise EmuError(f"{what} did not start within {SINK_READY_S:g} s: "
+                       f"{err or line.strip() or 'no output'}")
 
 
 def _cpu_s() -> float:
