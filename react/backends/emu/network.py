@@ -327,7 +327,8 @@ class EmuNetwork:
             _check_int("size_bytes", size_bytes, 1, None)
             if not (isinstance(period_s, numbers.Real) and period_s > 0):
                 raise EmuInputError(f"period_s must be positive, got period_s={period_s!r}")
-        sink = self.popen(dst, traffic.sink_argv(port, float(duration_s) + 1.0),
+        # the sink stops when the sender's byte budget arrived, or a second after its end
+        sink = self.popen(dst, traffic.sink_argv(port, float(duration_s) + 1.0, max_bytes),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         traffic.wait_ready(sink, f"background sink on {dst}:{port}")
         sender = self.popen(src, traffic.sender_argv(
