@@ -11,9 +11,8 @@ import networkx as nx
 import pytest
 
 from flowsim.topologies import fat_tree, leaf_spine, star
-from react.backends.emu import EmuError, EmuInputError, EmuNetwork, cleanup, limits, names
+from react.backends.emu import EmuError, EmuInputError, EmuNetwork, cleanup, limits, names, shell
 from react.backends.emu import network as network_mod
-from react.backends.emu import shell
 from react.backends.emu.plan import default_queue_bytes, plan_network
 from react.backends.emu.tc import change_lines, shape_lines
 from react.errors import ReactError

@@ -61,12 +61,15 @@ class Background:
     sink: subprocess.Popen
 
 
-def _sysctl_script(lines: Sequence[str]) -> str:
-    return "; ".join(f"echo {v} > /proc/sys/{k.replace('.', '/')}" for k, v in lines)
+def _sysctl_script(settings: Sequence[tuple[str, int]]) -> str:
+    return "; ".join(f"echo {v} > /proc/sys/{k.replace('.', '/')}" for k, v in settings)
 
 
-_COMMON_SYSCTLS = (("net.ipv6.conf.all.disable_ipv6", 1), ("net.ipv6.conf.default.disable_ipv6", 1))
-_ROUTER_SYSCTLS = (
+_COMMON_SYSCTLS: tuple[tuple[str, int], ...] = (
+    ("net.ipv6.conf.all.disable_ipv6", 1),  # no neighbour discovery chatter on the counters
+    ("net.ipv6.conf.default.disable_ipv6", 1),
+)
+_ROUTER_SYSCTLS: tuple[tuple[str, int], ...] = (
     ("net.ipv4.ip_forward", 1),
     ("net.ipv4.fib_multipath_hash_policy", 1),  # L4 hash: the source port picks the path
     ("net.ipv4.conf.all.rp_filter", 0),  # ECMP makes paths asymmetric

@@ -33,6 +33,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 GRACE_S = 5.0
 """Seconds past its duration after which a sender or sink is killed by its own alarm."""
@@ -126,15 +128,17 @@ def _sink(args: argparse.Namespace) -> int:
                 sel.register(conn, selectors.EVENT_READ, conns)
                 conns += 1
                 continue
+            conn = key.fileobj
+            assert isinstance(conn, socket.socket)
             try:
-                n = key.fileobj.recv_into(buf)  # type: ignore[union-attr]
+                n = conn.recv_into(buf)
             except (BlockingIOError, InterruptedError):
                 continue
             except OSError:
                 n = 0
             if n == 0:
-                sel.unregister(key.fileobj)
-                key.fileobj.close()
+                sel.unregister(conn)
+                conn.close()
                 continue
             now = time.monotonic()
             first_s = now if first_s is None else first_s
@@ -206,8 +210,8 @@ def _send(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(kind: type) -> object:
-    def parse(text: str) -> object:
+def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
         value = kind(text)
         if not value > 0:
             raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
