@@ -186,7 +186,8 @@ def test_bad_input_on_a_live_network(prefix):
         with pytest.raises(EmuInputError, match="periodic_bulk needs"):
             net.start_background("periodic_bulk", "h0", "h1", port=6000, duration_s=1,
                                  max_bytes=1)
-        net.start_background("long_lived", "h0", "h1", port=6000, duration_s=2, max_bytes=MIB)
+        net.start_background("long_lived", "h0", "h1", port=6000, duration_s=2,
+                             max_bytes=200 * MIB)
         with pytest.raises(EmuError, match="cannot listen on port 6000"):
             net.start_background("long_lived", "h2", "h1", port=6000, duration_s=2, max_bytes=1)
     with pytest.raises(EmuError, match="is closed"):

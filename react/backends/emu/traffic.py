@@ -128,17 +128,17 @@ def _sink(args: argparse.Namespace) -> int:
                 sel.register(conn, selectors.EVENT_READ, conns)
                 conns += 1
                 continue
-            conn = key.fileobj
-            assert isinstance(conn, socket.socket)
+            peer = key.fileobj
+            assert isinstance(peer, socket.socket)
             try:
-                n = conn.recv_into(buf)
+                n = peer.recv_into(buf)
             except (BlockingIOError, InterruptedError):
                 continue
             except OSError:
                 n = 0
             if n == 0:
-                sel.unregister(conn)
-                conn.close()
+                sel.unregister(peer)
+                peer.close()
                 continue
             now = time.monotonic()
             first_s = now if first_s is None else first_s
