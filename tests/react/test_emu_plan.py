@@ -159,8 +159,8 @@ def test_max_hosts_is_derived_from_memory(monkeypatch):
     monkeypatch.setattr(limits, "_mem_available_bytes", lambda: 10**13)
     assert limits.max_hosts() == limits.HARD_CAP
     monkeypatch.setattr(limits, "cores", lambda: 2)
-    # 2 cores * 0.8 / 0.3 core per host = 5.3 -> 5 at 200 Mbit/s, 10 at 100 Mbit/s
-    assert limits.line_rate_hosts(200e6) == 5 and limits.line_rate_hosts(100e6) == 10
+    # 2 cores * 0.8 / 0.35 core per host = 4.6 -> 4 at 200 Mbit/s; 9.1 -> 9 at 100 Mbit/s
+    assert limits.line_rate_hosts(200e6) == 4 and limits.line_rate_hosts(100e6) == 9
 
 
 def test_clean_without_namespaces_needs_nothing(monkeypatch):
@@ -169,3 +169,13 @@ def test_clean_without_namespaces_needs_nothing(monkeypatch):
     assert cleanup.clean("rctzz8") == []
     with pytest.raises(EmuError, match="needs root"):
         cleanup.clean("rctzz9")
+
+
+def test_react_emu_info_and_a_bad_prefix(capsys):
+    from react.cli import main
+
+    assert main(["emu", "info"]) == 0
+    out = capsys.readouterr().out
+    assert "max hosts:" in out and "line rate:" in out
+    assert main(["emu", "clean", "--prefix", "nope"]) == 2
+    assert "prefix must be 'rct'" in capsys.readouterr().err

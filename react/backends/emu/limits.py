@@ -1,21 +1,23 @@
 """How many hosts this machine can emulate, and how many can send at line rate at once.
 
 Building is cheap: a host costs a namespace, one veth pair and a few htb classes, measured at
-0.3-1.5 MB of kernel memory per host (MemAvailable drop over a 64-host star) and ~25 ms of
+0.3-1.5 MB of kernel memory per host (MemAvailable drop over a 64-host star) and 25-65 ms of
 setup. What a host really costs is the process that runs on it: a Python rank with numpy
 is 55 MB resident before it allocates its buffers, so :data:`HOST_BUDGET_BYTES` budgets
 100 MB per host. :func:`max_hosts` lets the hosts take at most half of the memory available
-now, and never more than :data:`HARD_CAP` (a 256-host build takes ~6 s and the address plan
-allows 16384). With 23.7 GB available (this machine kind) that is 116 hosts.
+now, and never more than :data:`HARD_CAP` (a 64-host star builds in ~4 s; the address plan
+allows 16384). With 23.8 GB available (this machine kind) that is 117 hosts.
 
-Running is what limits accuracy. A 200 Mbit/s TCP transfer between two namespaces costs
-0.13-0.16 core in its sender and sink processes (user + system time, 16-32 MiB transfers,
-startup subtracted) and 0.3-0.4 core machine-wide with the softirq work of veth, bridge and
-htb (:data:`CORES_PER_FLOW`). Emulated rates are only trustworthy while the CPU is not the
-bottleneck: :func:`line_rate_hosts` is how many hosts can each send and receive at line rate
-at once on this machine's cores keeping 20% idle. On 2 cores at 200 Mbit/s that is 5; halve
-the rate to double it. :class:`~react.backends.emu.network.EmuNetwork` refuses more hosts than
-:func:`max_hosts` and warns beyond :func:`line_rate_hosts`.
+Running is what limits accuracy. Host pairs each sending at 200 Mbit/s at once through one
+bridge reached 99%, 93%, 91%, 76% and 57% of pairs x goodput for 1, 2, 4, 6 and 8 pairs on 2
+busy cores (other users took about one core): the CPU saturates near 870 Mbit/s of goodput,
+i.e. about 0.35 core per 200 Mbit/s flow counting the softirq work of veth, bridge and htb
+(:data:`CORES_PER_FLOW`; the sender and sink processes alone account for ~0.1 core).
+Emulated rates are only trustworthy while the CPU is not the bottleneck: :func:`line_rate_hosts`
+is how many hosts can each send and receive at line rate at once keeping 20% of the cores
+idle: 4 on 2 cores at 200 Mbit/s, 9 at 100 Mbit/s.
+:class:`~react.backends.emu.network.EmuNetwork` refuses more hosts than :func:`max_hosts` and
+warns beyond :func:`line_rate_hosts`. ``benchmarks/bench_emu.py`` re-measures all of it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ HOST_BUDGET_BYTES = 100_000_000 + HOST_KERNEL_BYTES
 HARD_CAP = 256
 """Never build more hosts than this, whatever the memory."""
 
-CORES_PER_FLOW = 0.3
+CORES_PER_FLOW = 0.35
 """Cores busy per host sending at 200 Mbit/s (and its receiver), machine-wide."""
 
 REFERENCE_BPS = 200e6
