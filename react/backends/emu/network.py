@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import os
 import subprocess
 import time
 import warnings
@@ -145,6 +146,7 @@ class EmuNetwork:
         self._procs: list[subprocess.Popen] = []
         self.background: list[Background] = []
         self._closed = False
+        self._owner_pid = os.getpid()  # a forked child must never tear its parent's network down
         self.setup_s = math.nan
         self.teardown_s = math.nan
         cleanup.register(self)
@@ -294,7 +296,9 @@ class EmuNetwork:
         self._rates[(src, dst)] = rate
 
     def link_tx_bytes(self, src: str, dst: str) -> int:
-        """Bytes sent so far on the directed link ``src -> dst`` (its port's tx counter)."""
+        """Bytes sent so far on the directed link ``src -> dst``: the tx counter of ``src``'s
+        port, whole frames (Ethernet, IP and TCP headers included; about 1514/1448 of the
+        payload for bulk TCP)."""
         self._check_open()
         egress = self._egress(src, dst)
         out = shell.run(["ip", "-n", self.netns(src), "-s", "-j", "link", "show", "dev",
@@ -348,6 +352,8 @@ class EmuNetwork:
         if self._closed:
             return
         self._closed = True
+        if os.getpid() != self._owner_pid:
+            return
         start = time.monotonic()
         try:
             for proc in self._procs:
