@@ -132,11 +132,30 @@ def test_ecmp_source_ports_pick_different_spines(prefix):
                      for s, b in zip(("spine0", "spine1"), before, strict=True)]
             # one connection, one path: all its bytes on one spine, (next to) none on the other
             assert max(delta) >= MIB // 2 and min(delta) < MIB // 100, delta
-            used.add(delta.index(max(delta)))
+            spine = delta.index(max(delta))
+            used.add(spine)
+            # the kernel's route lookup names the spine the counters saw
+            path = net.path("h0", "h1", src_port=src_port, dst_port=5001)
+            assert path == ("h0", "leaf0", f"spine{spine}", "leaf1", "h1")
             if len(used) == 2:
                 break
     # 16 ports all hashed onto one spine would happen with probability 2^-15
     assert used == {0, 1}
+
+
+def test_ecmp_seed_makes_paths_reproducible(prefix):
+    def paths(seed, run):
+        with EmuNetwork(leaf_spine(2, 4, 1), prefix=f"{prefix}{run}", ecmp_seed=seed) as net:
+            return [net.path("h0", "h1", src_port=p, dst_port=5001)[2] for p in range(40000, 40024)]
+
+    try:
+        first, again, other = paths(7, "a"), paths(7, "b"), paths(8, "c")
+    finally:
+        for run in "abc":
+            clean(f"{prefix}{run}")
+    assert first == again
+    assert first != other  # 24 ports over 4 spines: a different seed reshuffles them
+    assert len(set(first)) == 4
 
 
 def test_background_senders_are_bounded_in_time_and_bytes(prefix):

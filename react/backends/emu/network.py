@@ -34,6 +34,7 @@ from react.backends.emu.errors import EmuError, EmuInputError
 from react.backends.emu.limits import line_rate_hosts, max_hosts
 from react.backends.emu.names import (
     BRIDGE_IFNAME,
+    HOST_IFNAME,
     check_prefix,
     netns_name,
     new_run_prefix,
@@ -70,9 +71,16 @@ _COMMON_SYSCTLS: tuple[tuple[str, int], ...] = (
     ("net.ipv6.conf.all.disable_ipv6", 1),  # no neighbour discovery chatter on the counters
     ("net.ipv6.conf.default.disable_ipv6", 1),
 )
+_HASH_SEED = "net.ipv4.fib_multipath_hash_seed"
 _ROUTER_SYSCTLS: tuple[tuple[str, int], ...] = (
     ("net.ipv4.ip_forward", 1),
-    ("net.ipv4.fib_multipath_hash_policy", 1),  # L4 hash: the source port picks the path
+    # Hash the five-tuple. Policy 1 (L4) would do it for routed packets, but short-cuts to the
+    # skb's existing L4 hash when there is one, and a packet from a local socket carries the
+    # socket's random txhash across the veth: the path would follow that random number (and
+    # change after a retransmission timeout), not the source port. Policy 3 (custom fields)
+    # always dissects the packet: src/dst address, protocol, src/dst port = 0x37.
+    ("net.ipv4.fib_multipath_hash_policy", 3),
+    ("net.ipv4.fib_multipath_hash_fields", 0x37),
     ("net.ipv4.conf.all.rp_filter", 0),  # ECMP makes paths asymmetric
     ("net.ipv4.conf.default.rp_filter", 0),
 )
@@ -100,6 +108,10 @@ class EmuNetwork:
     fair_share : bool
         Give every source host its own round-robin class on switch ports (max-min sharing, as
         flowsim assumes); off: one FIFO per port, where TCP dynamics decide the shares.
+    ecmp_seed : int, optional
+        Seed of every router's multipath hash (``net.ipv4.fib_multipath_hash_seed``, Linux
+        >= 6.11), so that a given five-tuple takes the same path in every run; default: a
+        random seed per router, as the kernel does.
 
     Raises
     ------
@@ -113,12 +125,17 @@ class EmuNetwork:
     def __init__(self, topology: Topology, *, hosts: Sequence[str] | None = None,
                  link_rate_bps: float = 200e6, prefix: str | None = None,
                  queue_bytes: int | None = None, gso_max_segs: int = 8,
-                 fair_share: bool = True) -> None:
+                 fair_share: bool = True, ecmp_seed: int | None = None) -> None:
         if isinstance(gso_max_segs, bool) or not isinstance(gso_max_segs, int) or not (
             1 <= gso_max_segs <= 65535
         ):
             raise EmuInputError(f"gso_max_segs must be an integer in [1, 65535], "
                                 f"got {gso_max_segs!r}")
+        if ecmp_seed is not None:
+            _check_int("ecmp_seed", ecmp_seed, 1, 2**32 - 1)
+            if not os.path.exists(f"/proc/sys/{_HASH_SEED.replace('.', '/')}"):
+                raise EmuError(f"ecmp_seed needs {_HASH_SEED} (Linux >= 6.11); this kernel is "
+                               f"{os.uname().release}")
         self.plan: Plan = plan_network(topology, hosts, link_rate_bps=link_rate_bps,
                                        queue_bytes=queue_bytes, fair_share=fair_share)
         limit = max_hosts()
@@ -142,6 +159,12 @@ class EmuNetwork:
                            f"pick another or run 'react emu clean' if that run is dead")
         self._queue_bytes = queue_bytes
         self._gso_max_segs = gso_max_segs
+        self._ecmp_seed = ecmp_seed
+        self._neighbour: dict[tuple[str, str], str] = {}  # (node, port) -> node at its end
+        for c in self.plan.cables:
+            self._neighbour[(c.a, c.a_ifname)] = c.b
+            self._neighbour[(c.b, c.b_ifname)] = c.a
+        self._port = {(n, peer): ifname for (n, ifname), peer in self._neighbour.items()}
         self._rates = {k: e.rate_bps for k, e in self.plan.egress.items()}
         self._procs: list[subprocess.Popen] = []
         self.background: list[Background] = []
@@ -165,10 +188,11 @@ class EmuNetwork:
         names = [self.netns(n) for n in nodes]
         shell.batch("ip", (f"netns add {n}" for n in names))
         routers = set(plan.switches) if plan.mode == "routed" else set()
+        seed = ((_HASH_SEED, self._ecmp_seed),) if self._ecmp_seed is not None else ()
         # sysctls before the links exist, so that 'default' settings reach the new ports
         shell.batch("ip", (
             f"netns exec {self.netns(n)} sh -c '"
-            + _sysctl_script(_COMMON_SYSCTLS + (_ROUTER_SYSCTLS if n in routers else ()))
+            + _sysctl_script(_COMMON_SYSCTLS + (_ROUTER_SYSCTLS + seed if n in routers else ()))
             + "'" for n in nodes))
         segs = self._gso_max_segs
         shell.batch("ip", (
@@ -275,6 +299,30 @@ class EmuNetwork:
         proc = subprocess.Popen(["ip", "netns", "exec", self.netns(host), *argv], **popen_kwargs)
         self._procs.append(proc)
         return proc
+
+    def path(self, src: str, dst: str, *, src_port: int, dst_port: int) -> tuple[str, ...]:
+        """Nodes a TCP packet ``src:src_port -> dst:dst_port`` crosses, as the kernel routes
+        it now (``ip route get`` in every router on the way: the ECMP choice, without traffic).
+        """
+        self._check_open()
+        self._check_node(src, host=True)
+        self._check_node(dst, host=True)
+        _check_int("src_port", src_port, 1, 65535)
+        _check_int("dst_port", dst_port, 1, 65535)
+        hops = [src, self._neighbour[(src, HOST_IFNAME)]]
+        while hops[-1] != dst:
+            node, prev = hops[-1], hops[-2]
+            if self.plan.mode == "bridge":
+                hops.append(dst)
+                break
+            out = shell.run(["ip", "-n", self.netns(node), "-j", "route", "get",
+                             self.host_ip(dst), "from", self.host_ip(src), "iif",
+                             self._port[(node, prev)], "ipproto", "tcp", "sport", str(src_port),
+                             "dport", str(dst_port)])
+            hops.append(self._neighbour[(node, json.loads(out)[0]["dev"])])
+            if len(hops) > len(self.plan.nodes):
+                raise EmuError(f"routing loop from {src} to {dst}: {hops}")
+        return tuple(hops)
 
     def set_link_capacity(self, src: str, dst: str, capacity_bps: float) -> None:
         """Change the capacity of link ``src -> dst`` (topology units) now, mid-run.
