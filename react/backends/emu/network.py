@@ -2,7 +2,7 @@
 
 Hosts are namespaces with one veth (``eth0``). A star's switch is a Linux bridge in its own
 namespace; in any fabric with several switches every switch is a router namespace with kernel
-multipath routes hashed on the L4 five-tuple (``net.ipv4.fib_multipath_hash_policy=1``), so a
+multipath routes hashed on the five-tuple (see ``_ROUTER_SYSCTLS`` for why not policy 1), so a
 connection's source port picks its path, as flowsim's ECMP does. Every directed link is shaped
 on its sending port (:mod:`react.backends.emu.tc`) at the topology's capacity times ``scale``
 and every veth has ``gso_max_segs`` capped (GSO stays on: without it 2 cores become the
