@@ -77,6 +77,12 @@ def test_transfer_runs_at_the_shaped_rate_and_counters_see_it(prefix):
         before = net.link_tx_bytes("h0", "s0"), net.link_tx_bytes("s0", "h1")
         result = transfer(net, "h0", "h1", 4 * MIB, port=5001)
         after = net.link_tx_bytes("h0", "s0"), net.link_tx_bytes("s0", "h1")
+        every = net.tx_bytes()
+    assert set(every) == {(h, "s0") for h in ("h0", "h1", "h2", "h3")} | {
+        ("s0", h) for h in ("h0", "h1", "h2", "h3")}
+    # the same counters read together (the network was idle in between; allow an ARP or two)
+    assert 0 <= every[("h0", "s0")] - after[0] < 1000
+    assert 0 <= every[("s0", "h1")] - after[1] < 1000
     assert result.goodput_bps == pytest.approx(GOODPUT, rel=0.15)
     for b, a in zip(before, after, strict=True):
         # payload plus headers (~5%) and nothing else of size on an idle network

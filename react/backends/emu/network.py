@@ -353,6 +353,18 @@ class EmuNetwork:
                          egress.ifname])
         return int(json.loads(out)[0]["stats64"]["tx"]["bytes"])
 
+    def tx_bytes(self) -> dict[tuple[str, str], int]:
+        """:meth:`link_tx_bytes` of every directed link, one ``ip`` call per namespace."""
+        self._check_open()
+        out: dict[tuple[str, str], int] = {}
+        for node in self.plan.nodes:
+            stats = shell.run(["ip", "-n", self.netns(node), "-s", "-j", "link", "show"])
+            for link in json.loads(stats):
+                peer = self._neighbour.get((node, link["ifname"]))
+                if peer is not None:
+                    out[(node, peer)] = int(link["stats64"]["tx"]["bytes"])
+        return out
+
     def start_background(self, kind: Literal["long_lived", "periodic_bulk"], src: str, dst: str,
                          *, port: int, duration_s: float, max_bytes: int,
                          size_bytes: int | None = None, period_s: float | None = None
