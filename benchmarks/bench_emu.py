@@ -8,8 +8,8 @@ Prints, in one run (needs root; ~1 minute):
    payload of a full frame) at 100, 200 and 400 Mbit/s;
 3. the slowdown of a 4 MiB transfer into a host receiving 2 background flows, with fair
    sharing per source host (the default) and with one FIFO per port;
-4. ECMP spread: connections with successive source ports across a 2-leaf, 2-spine fabric, and
-   the bytes each spine carried;
+4. ECMP spread: connections with successive source ports across a 2-leaf, 4-spine fabric, the
+   bytes each spine carried, and whether ``EmuNetwork.path`` predicted each one's spine;
 5. CPU headroom: sender + sink CPU time of a 32 MiB transfer at 200 Mbit/s against its wall
    time, the machine's busy cores during it against just before, and the aggregate goodput of
    1-8 host pairs transferring at once (where it falls below pairs x goodput, the CPU binds);
@@ -91,21 +91,26 @@ def congestion(repeats: int) -> None:
               + ", ".join(f"{x:.2f}x" for x in ratios))
 
 
-def ecmp(connections: int) -> None:
-    print(f"4. ECMP: {connections} connections h0 -> h1 across 2 spines, source ports 41000+i")
-    with EmuNetwork(leaf_spine(2, 2, 1)) as net:
-        spines = ("spine0", "spine1")
-        before = [net.link_tx_bytes("leaf0", s) for s in spines]
-        picks = []
+def ecmp(connections: int, spines: int = 4) -> None:
+    print(f"4. ECMP: {connections} connections h0 -> h1 across {spines} spines, source ports "
+          "41000+i")
+    with EmuNetwork(leaf_spine(2, spines, 1)) as net:
+        names = [f"spine{k}" for k in range(spines)]
+        before = [net.link_tx_bytes("leaf0", s) for s in names]
+        picks, agree = [], 0
         for i in range(connections):
-            b = [net.link_tx_bytes("leaf0", s) for s in spines]
+            b = [net.link_tx_bytes("leaf0", s) for s in names]
             transfer(net, "h0", "h1", MIB // 4, port=5001, src_port=41000 + i)
-            a = [net.link_tx_bytes("leaf0", s) for s in spines]
-            picks.append(0 if a[0] - b[0] > a[1] - b[1] else 1)
-        after = [net.link_tx_bytes("leaf0", s) for s in spines]
-    print(f"   path per connection: {''.join(str(p) for p in picks)}")
-    print(f"   connections per spine {[picks.count(0), picks.count(1)]}, "
-          f"MB per spine {[round((a - b) / 1e6, 1) for a, b in zip(after, before, strict=True)]}")
+            a = [net.link_tx_bytes("leaf0", s) for s in names]
+            delta = [y - x for x, y in zip(b, a, strict=True)]
+            picks.append(delta.index(max(delta)))
+            predicted = net.path("h0", "h1", src_port=41000 + i, dst_port=5001)[2]
+            agree += predicted == names[picks[-1]]
+        after = [net.link_tx_bytes("leaf0", s) for s in names]
+    print(f"   spine per connection: {''.join(str(p) for p in picks)}")
+    print(f"   connections per spine {[picks.count(k) for k in range(spines)]}, MB per spine "
+          f"{[round((a - b) / 1e6, 1) for a, b in zip(after, before, strict=True)]}; "
+          f"path() named the counters' spine for {agree} of {connections}")
 
 
 def _concurrent(pairs: int, size: int) -> float:
@@ -159,7 +164,7 @@ def main() -> None:
     setup_teardown(args.repeats)
     rates()
     congestion(args.repeats)
-    ecmp(16)
+    ecmp(32)
     cpu()
     print("6. limits")
     for line in limits.explain().splitlines():
