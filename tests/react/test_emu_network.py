@@ -19,9 +19,11 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from flowsim.topologies import leaf_spine, star
+from flowsim.traffic import source_seed
 from react.backends.emu import EmuError, EmuInputError, EmuNetwork, clean, transfer
 from react.backends.emu.cleanup import list_namespaces
 from react.backends.emu.cli import cmd_clean
@@ -165,22 +167,37 @@ def test_ecmp_seed_makes_paths_reproducible(prefix):
 
 
 def test_background_senders_are_bounded_in_time_and_bytes(prefix):
-    with EmuNetwork(star(3), link_rate_bps=RATE, prefix=prefix) as net:
+    with EmuNetwork(star(4), link_rate_bps=RATE, prefix=prefix) as net:
         start = time.monotonic()
         by_bytes = net.start_background("long_lived", "h0", "h1", port=6000, duration_s=5.0,
                                         max_bytes=MIB)
         by_time = net.start_background("periodic_bulk", "h0", "h2", port=6001, duration_s=0.6,
                                        max_bytes=100 * MIB, size_bytes=64 * 1024, period_s=0.1)
+        on_off = net.start_background("poisson_on_off", "h3", "h2", port=6002, duration_s=0.8,
+                                      max_bytes=100 * MIB, mean_on_s=0.05, mean_off_s=0.05,
+                                      seed=3)
         reports = [json.loads(bg.sender.communicate(timeout=10)[0])
-                   for bg in (by_bytes, by_time)]
+                   for bg in (by_bytes, by_time, on_off)]
         elapsed = time.monotonic() - start
         sunk = json.loads(by_bytes.sink.communicate(timeout=10)[0])
-    assert reports[0]["bytes"] == MIB and reports[0]["connections"] == 1
-    # 0.6 s at one 64 KiB burst per 0.1 s: 6 or 7 bursts, each a new connection
-    assert 5 <= reports[1]["connections"] <= 7
-    assert reports[1]["bytes"] == reports[1]["connections"] * 64 * 1024
-    assert sunk["bytes"] == MIB
+    assert reports[0]["bytes"] == MIB and sunk["bytes"] == MIB
     assert elapsed < 5.0  # the long-lived one stopped at max_bytes, long before its duration
+    # 64 KiB due at 0, 0.1, ..., 0.5 s (0.6 is the end), each delivered well within 0.1 s
+    assert reports[1]["transfers"] == 6
+    assert reports[1]["bytes"] == 6 * 64 * 1024
+    assert reports[1]["end_s"] - reports[1]["start_s"] < 0.6 + 0.2
+    # on periods as flowsim draws them for this source: off, on, off, on, ... within 0.8 s
+    rng = np.random.default_rng(source_seed(3, "h3", "h2", 6002))
+    t, periods = 0.0, 0
+    while True:
+        t += rng.exponential(0.05)
+        if t >= 0.8:
+            break
+        periods += 1
+        t += rng.exponential(0.05)
+    assert abs(reports[2]["transfers"] - periods) <= 1  # timing jitter at the very end
+    assert reports[2]["bytes"] > 0
+    assert reports[2]["end_s"] - reports[2]["start_s"] < 0.8 + 0.2
 
 
 def test_two_networks_at_once(prefix):
@@ -208,7 +225,7 @@ def test_bad_input_on_a_live_network(prefix):
             net.set_link_capacity("s0", "h1", 0)
         with pytest.raises(EmuInputError, match="kind"):
             net.start_background("incast", "h0", "h1", port=6000, duration_s=1, max_bytes=1)
-        with pytest.raises(EmuInputError, match="periodic_bulk needs"):
+        with pytest.raises(EmuInputError, match="periodic_bulk needs size_bytes and period_s"):
             net.start_background("periodic_bulk", "h0", "h1", port=6000, duration_s=1,
                                  max_bytes=1)
         net.start_background("long_lived", "h0", "h1", port=6000, duration_s=2,

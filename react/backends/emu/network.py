@@ -26,9 +26,10 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from flowsim.topology import Topology
+from flowsim.traffic import source_seed
 from react.backends.emu import cleanup, shell, tc, traffic
 from react.backends.emu.errors import EmuError, EmuInputError
 from react.backends.emu.limits import line_rate_hosts, max_hosts
@@ -41,7 +42,6 @@ from react.backends.emu.names import (
 )
 from react.backends.emu.plan import Plan, default_queue_bytes, plan_network
 
-BACKGROUND_KINDS = ("long_lived", "periodic_bulk")
 MAX_BACKGROUND_S = 3600.0
 """Longest a background sender may run, seconds."""
 
@@ -365,42 +365,53 @@ class EmuNetwork:
                     out[(node, peer)] = int(link["stats64"]["tx"]["bytes"])
         return out
 
-    def start_background(self, kind: Literal["long_lived", "periodic_bulk"], src: str, dst: str,
-                         *, port: int, duration_s: float, max_bytes: int,
-                         size_bytes: int | None = None, period_s: float | None = None
-                         ) -> Background:
-        """Start a background flow ``src -> dst`` (a sink on ``dst:port``, then the sender).
+    def start_background(self, kind: str, src: str, dst: str, *, port: int, duration_s: float,
+                         max_bytes: int, size_bytes: int | None = None,
+                         period_s: float | None = None, mean_on_s: float | None = None,
+                         mean_off_s: float | None = None, seed: int = 0) -> Background:
+        """Start a background flow ``src -> dst``: a sink on ``dst:port``, then the sender.
 
-        Bounded in time (``duration_s``, at most :data:`MAX_BACKGROUND_S`) and bytes
-        (``max_bytes``); ``periodic_bulk`` sends ``size_bytes`` every ``period_s``. Returns once
-        the sink listens; raises :class:`EmuError` if it cannot (port taken).
+        Kinds as flowsim's (:mod:`flowsim.traffic`), each on one TCP connection (one path):
+        ``long_lived`` sends as fast as it can; ``periodic_bulk`` sends ``size_bytes`` due
+        every ``period_s``, each no earlier than the previous one's delivery (the sink acks
+        it); ``poisson_on_off`` alternates exponential off and on periods (means
+        ``mean_off_s``, ``mean_on_s``) drawn from flowsim's own seed for the source
+        (:func:`flowsim.traffic.source_seed` of ``seed, src, dst, port``), sending during on
+        periods. Bounded in time (``duration_s``, at most :data:`MAX_BACKGROUND_S`) and bytes
+        (``max_bytes``). Returns once the sink listens; raises :class:`EmuError` if it cannot
+        (port taken). Both processes are killed on :meth:`close`.
         """
         self._check_open()
-        if kind not in BACKGROUND_KINDS:
-            raise EmuInputError(f"kind must be one of {BACKGROUND_KINDS}, got kind={kind!r}")
+        if kind not in traffic.KINDS:
+            raise EmuInputError(f"kind must be one of {traffic.KINDS}, got kind={kind!r}")
         self._check_node(src, host=True)
         self._check_node(dst, host=True)
         if src == dst:
             raise EmuInputError(f"background src and dst must differ, got {src!r} twice")
         _check_int("port", port, 1024, 65535)
         _check_int("max_bytes", max_bytes, 1, None)
-        if not (isinstance(duration_s, numbers.Real) and 0 < duration_s <= MAX_BACKGROUND_S):
-            raise EmuInputError(f"duration_s must be in (0, {MAX_BACKGROUND_S:g}] seconds, "
-                                f"got duration_s={duration_s!r}")
-        if kind == "periodic_bulk":
-            if size_bytes is None or period_s is None:
-                raise EmuInputError("periodic_bulk needs size_bytes and period_s, got "
-                                    f"size_bytes={size_bytes!r}, period_s={period_s!r}")
-            _check_int("size_bytes", size_bytes, 1, None)
-            if not (isinstance(period_s, numbers.Real) and period_s > 0):
-                raise EmuInputError(f"period_s must be positive, got period_s={period_s!r}")
+        _check_seconds("duration_s", duration_s, MAX_BACKGROUND_S)
+        needs = {"periodic_bulk": {"size_bytes": size_bytes, "period_s": period_s},
+                 "poisson_on_off": {"mean_on_s": mean_on_s, "mean_off_s": mean_off_s}}
+        for name, value in needs.get(kind, {}).items():
+            if value is None:
+                raise EmuInputError(f"{kind} needs {' and '.join(needs[kind])}, got "
+                                    f"{name}=None")
+            if name == "size_bytes":
+                _check_int(name, value, 1, None)
+            else:
+                _check_seconds(name, value, None)
+        _check_int("seed", seed, 0, None)
+        ack = size_bytes if kind == "periodic_bulk" else None
         # the sink stops when the sender's byte budget arrived, or a second after its end
-        sink = self.popen(dst, traffic.sink_argv(port, float(duration_s) + 1.0, max_bytes),
+        sink = self.popen(dst, traffic.sink_argv(port, float(duration_s) + 1.0, max_bytes, ack),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         traffic.wait_ready(sink, f"background sink on {dst}:{port}")
         sender = self.popen(src, traffic.sender_argv(
             kind, self.host_ip(dst), port, duration_s=float(duration_s), max_bytes=max_bytes,
-            size_bytes=size_bytes, period_s=None if period_s is None else float(period_s)),
+            size_bytes=size_bytes, period_s=_float(period_s), mean_on_s=_float(mean_on_s),
+            mean_off_s=_float(mean_off_s),
+            seed=source_seed(seed, src, dst, port) if kind == "poisson_on_off" else None),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         bg = Background(kind, src, dst, port, sender, sink)
         self.background.append(bg)
@@ -444,6 +455,18 @@ class EmuNetwork:
         state = "closed" if self._closed else "up"
         return (f"EmuNetwork({self.topology.name!r}, prefix={self.prefix!r}, "
                 f"{len(self.plan.hosts)} hosts, {len(self.plan.switches)} switches, {state})")
+
+
+def _float(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _check_seconds(name: str, value: object, high: float | None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+        math.isfinite(value) and value > 0 and (high is None or value <= high)
+    ):
+        want = f"in (0, {high:g}]" if high is not None else "positive and finite"
+        raise EmuInputError(f"{name} must be {want} seconds, got {name}={value!r}")
 
 
 def _check_int(name: str, value: object, low: int, high: int | None) -> None:
