@@ -115,6 +115,16 @@ def test_link_capacity_change_mid_run(prefix):
     assert other.goodput_bps == pytest.approx(GOODPUT, rel=0.15)
 
 
+def test_failed_link_stalls_and_recovers(prefix):
+    with EmuNetwork(star(3), link_rate_bps=RATE, prefix=prefix) as net:
+        net.set_link_capacity("s0", "h1", 0)  # down, as a flowsim failure at 0 bps
+        with pytest.raises(EmuError, match="did not finish|delivered"):
+            transfer(net, "h0", "h1", MIB, port=5001, timeout_s=1.0)
+        net.set_link_capacity("s0", "h1", 100e9)
+        back = transfer(net, "h0", "h1", 2 * MIB, port=5002)
+    assert back.goodput_bps == pytest.approx(GOODPUT, rel=0.15)
+
+
 def test_two_background_flows_into_a_host_make_a_transfer_three_times_slower(prefix):
     # three senders share s0 -> h1 fairly: the probe gets 1/3 of it, so its FCT triples
     with EmuNetwork(star(4), link_rate_bps=RATE, prefix=prefix) as net:
@@ -222,7 +232,7 @@ def test_bad_input_on_a_live_network(prefix):
         with pytest.raises(EmuInputError, match="no link 'h0' -> 'h1'"):
             net.link_tx_bytes("h0", "h1")
         with pytest.raises(EmuInputError, match="capacity_bps"):
-            net.set_link_capacity("s0", "h1", 0)
+            net.set_link_capacity("s0", "h1", -1.0)
         with pytest.raises(EmuInputError, match="kind"):
             net.start_background("incast", "h0", "h1", port=6000, duration_s=1, max_bytes=1)
         with pytest.raises(EmuInputError, match="periodic_bulk needs size_bytes and period_s"):

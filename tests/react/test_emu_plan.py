@@ -14,7 +14,7 @@ from flowsim.topologies import fat_tree, leaf_spine, star
 from react.backends.emu import EmuError, EmuInputError, EmuNetwork, cleanup, limits, names, shell
 from react.backends.emu import network as network_mod
 from react.backends.emu.plan import default_queue_bytes, plan_network
-from react.backends.emu.tc import change_lines, shape_lines
+from react.backends.emu.tc import change_lines, down_lines, shape_lines
 from react.errors import ReactError
 
 
@@ -108,6 +108,10 @@ def test_shaper_lines_have_a_leaf_and_filter_per_bucket():
     assert sum("bfifo" in line for line in fair) == 3
     assert sum("flowid" in line for line in fair) == 3
     assert len(change_lines("to-h1", 1e8, 150_000, (0, 2, 3))) == 1 + 2 * 3
+    # a failed port: every bfifo at limit 0, the htb rates untouched
+    down = down_lines("to-h1", (0, 2, 3))
+    assert len(down) == 3 and all(line.endswith("bfifo limit 0") for line in down)
+    assert down_lines("eth0") == ["qdisc change dev eth0 parent 1:1 handle 10: bfifo limit 0"]
 
 
 def test_prefixes_are_unique_and_checked():

@@ -327,20 +327,25 @@ class EmuNetwork:
     def set_link_capacity(self, src: str, dst: str, capacity_bps: float) -> None:
         """Change the capacity of link ``src -> dst`` (topology units) now, mid-run.
 
-        A failed link is modelled by a small capacity (htb needs a positive rate). The queue
-        follows the new rate unless ``queue_bytes`` was fixed.
+        Capacity 0 is a failed link (as flowsim's failures at 0 bps): it stays up and routed
+        but drops every packet, so connections on it stall until the capacity comes back (TCP
+        then resumes at its next retransmission). The queue follows the new rate unless
+        ``queue_bytes`` was fixed.
         """
         self._check_open()
         egress = self._egress(src, dst)
         if isinstance(capacity_bps, bool) or not isinstance(capacity_bps, numbers.Real) or not (
-            math.isfinite(capacity_bps) and capacity_bps > 0
+            math.isfinite(capacity_bps) and capacity_bps >= 0
         ):
-            raise EmuInputError(f"capacity_bps must be a positive finite number, got "
+            raise EmuInputError(f"capacity_bps must be a finite number >= 0, got "
                                 f"capacity_bps={capacity_bps!r} for link {src!r} -> {dst!r}")
         rate = float(capacity_bps) * self.scale
-        queue = self._queue_bytes or default_queue_bytes(rate)
-        shell.batch("tc", tc.change_lines(egress.ifname, rate, queue, egress.buckets),
-                    netns=self.netns(src))
+        if rate == 0:
+            lines = tc.down_lines(egress.ifname, egress.buckets)
+        else:
+            queue = self._queue_bytes or default_queue_bytes(rate)
+            lines = tc.change_lines(egress.ifname, rate, queue, egress.buckets)
+        shell.batch("tc", lines, netns=self.netns(src))
         self._rates[(src, dst)] = rate
 
     def link_tx_bytes(self, src: str, dst: str) -> int:

@@ -83,6 +83,19 @@ def shape_lines(ifname: str, rate_bps: float, queue_bytes: int,
     return lines
 
 
+def down_lines(ifname: str, buckets: Sequence[int] = ()) -> list[str]:
+    """``tc -batch`` lines failing a shaped port: every bfifo drops everything (limit 0).
+
+    The htb rates stay: a tiny rate instead would leave the classes in token debt (up to a
+    minute) after the link comes back, and :func:`change_lines` restores the limits.
+    """
+    dev = f"dev {ifname}"
+    if len(buckets) < 2:
+        return [f"qdisc change {dev} parent {CLASS} handle {LEAF} bfifo limit 0"]
+    return [f"qdisc change {dev} parent {_leaf(b)[0]} handle {_leaf(b)[1]} bfifo limit 0"
+            for b in buckets]
+
+
 def change_lines(ifname: str, rate_bps: float, queue_bytes: int,
                  buckets: Sequence[int] = ()) -> list[str]:
     """``tc -batch`` lines changing the rate (and queues) of a shaper installed as above."""
