@@ -40,7 +40,7 @@ from react.backends.emu.names import (
     netns_name,
     new_run_prefix,
 )
-from react.backends.emu.plan import Plan, default_queue_bytes, plan_network
+from react.backends.emu.plan import Egress, Plan, default_queue_bytes, plan_network
 
 MAX_BACKGROUND_S = 3600.0
 """Longest a background sender may run, seconds."""
@@ -275,7 +275,7 @@ class EmuNetwork:
         """IPv4 address of ``host`` (on its interface ``eth0``)."""
         return self.plan.host_ips[self._check_node(host, host=True)]
 
-    def _egress(self, src: str, dst: str) -> Any:
+    def _egress(self, src: str, dst: str) -> Egress:
         try:
             return self.plan.egress[(src, dst)]
         except KeyError:
@@ -307,6 +307,8 @@ class EmuNetwork:
         self._check_open()
         self._check_node(src, host=True)
         self._check_node(dst, host=True)
+        if src == dst:
+            raise EmuInputError(f"path needs two different hosts, got {src!r} twice")
         _check_int("src_port", src_port, 1, 65535)
         _check_int("dst_port", dst_port, 1, 65535)
         hops = [src, self._neighbour[(src, HOST_IFNAME)]]
