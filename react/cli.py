@@ -126,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     from react.plots import add_parser as add_plot_parser
 
     add_plot_parser(sub, [common])
+    # `react emu`: clean up after the network emulator, show its limits (react.backends.emu)
+    from react.backends.emu.cli import add_parser as add_emu_parser
+
+    add_emu_parser(sub, [common])
     return parser
 
 
