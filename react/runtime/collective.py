@@ -86,7 +86,7 @@ class RCollective:
         self._plans: dict[int, tuple[Pattern, int, _Plan]] = {}
 
     def run(self, pattern: Pattern, buffer: np.ndarray, epoch: int) -> RankEpochTimings:
-        """Execute ``pattern`` in place on ``buffer`` as epoch ``epoch``; return this rank's timings.
+        """Execute ``pattern`` in place on ``buffer`` as ``epoch``; return this rank's timings.
 
         Parameters
         ----------
@@ -182,7 +182,7 @@ class RCollective:
                 handle = None if payload.size == 0 else transport.isend(
                     flows[i].dst, flow_tag(epoch, i), payload)
                 posted_sends.append((i, post, handle))
-            for i, out, post, handle in posted_recvs:
+            for i, _out, post, handle in posted_recvs:
                 if handle is not None:
                     self._wait(handle, deadline, epoch, i, pattern)
                     done = getattr(handle, "done_s", None)
@@ -215,7 +215,9 @@ class RCollective:
     # -- preparation -----------------------------------------------------------------------------
     def _plan(self, pattern: Pattern, buffer: np.ndarray, epoch: int) -> _Plan:
         if not isinstance(pattern, Pattern):
-            raise ScheduleError(f"RCollective.run: expected a Pattern, got {type(pattern).__name__}")
+            raise ScheduleError(
+                f"RCollective.run: expected a Pattern, got {type(pattern).__name__}"
+            )
         if not isinstance(buffer, np.ndarray) or buffer.ndim != 1:
             raise ScheduleError(
                 f"RCollective.run: buffer must be a one-dimensional numpy array, got "

@@ -121,8 +121,9 @@ def run_local(
                 p.join(timeout=5.0)
         results.close()
     if failures:
-        rank = min(failures)
-        raise LocalRunError(f"run_local: rank {rank} failed:\n{failures[rank]}")
+        # Every failed rank's traceback: the first to fail is not always the lowest rank.
+        text = "\n".join(f"rank {r} failed:\n{failures[r]}" for r in sorted(failures))
+        raise LocalRunError(f"run_local: {text}")
     missing = [r for r in range(world_size) if r not in out]
     if missing:
         codes = {r: procs[r].exitcode for r in missing}

@@ -371,7 +371,8 @@ class SocketTransport:
                 if got[src][k] is not None:
                     sock.close()
                     raise TransportError(
-                        f"SocketTransport: rank {self.rank} got connection {k} from rank {src} twice"
+                        f"SocketTransport: rank {self.rank} got connection {k} from rank {src} "
+                        "twice"
                     )
                 got[src][k] = sock
             self._in = {p: [s for s in socks if s is not None] for p, socks in got.items()}
