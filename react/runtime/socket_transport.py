@@ -139,7 +139,12 @@ class SocketTransport:
         self._rng = random.Random(seed * 1_000_003 + rank)
         self._lock = threading.Lock()
         self._closing = False
-        self._dead: dict[int, str] = {}
+        # A peer's sends die with connection 0's reverse direction (no more clear-to-sends);
+        # its receives die when every data connection from it closed (each reader drains its
+        # connection first, so nothing sent before the peer closed is lost) or one broke.
+        self._send_dead: dict[int, str] = {}
+        self._recv_dead: dict[int, str] = {}
+        self._live_readers = dict.fromkeys(range(world), connections)
         self._cts: dict[tuple[int, int], deque[tuple[int, int]]] = {}
         self._sends: dict[tuple[int, int], deque[_Send]] = {}
         self._recvs: dict[tuple[int, int], _Recv] = {}
@@ -158,7 +163,7 @@ class SocketTransport:
         view = _bytes_view(data, "isend")
         handle = _Handle(f"rank {self.rank}: send to rank {peer}, tag {tag}")
         with self._lock:
-            self._raise_if_dead(peer)
+            self._raise_if_dead(peer, self._send_dead)
             self._sends.setdefault((peer, tag), deque()).append(_Send(peer, tag, view, handle))
             self._match(peer, tag)
         return handle
@@ -170,7 +175,7 @@ class SocketTransport:
             raise TransportError(f"rank {self.rank}: irecv from rank {peer}: out is read-only")
         handle = _Handle(f"rank {self.rank}: receive from rank {peer}, tag {tag}")
         with self._lock:
-            self._raise_if_dead(peer)
+            self._raise_if_dead(peer, self._recv_dead)
             recv_id = self._next_recv_id[peer]
             self._next_recv_id[peer] = recv_id + 1
             self._recvs[(peer, recv_id)] = _Recv(view, handle)
@@ -179,7 +184,7 @@ class SocketTransport:
             with self._cts_locks[peer]:
                 self._in[peer][0].sendall(frame)
         except OSError as exc:
-            self._peer_failed(peer, f"clear-to-send failed ({exc})")
+            self._failed(peer, f"clear-to-send failed ({exc})", recvs=True)
         return handle
 
     def close(self) -> None:
@@ -201,7 +206,7 @@ class SocketTransport:
             t.join(timeout=2.0)
         with self._lock:
             for peer in list(self._cts_locks):
-                self._fail_peer_locked(peer, "transport closed")
+                self._fail_locked(peer, "transport closed", sends=True, recvs=True)
 
     def __enter__(self) -> SocketTransport:
         return self
@@ -255,11 +260,11 @@ class SocketTransport:
             send, recv_id = item
             send.handle.started_s = now_s()
             try:
-                sock.sendall(_FRAME.pack(_DATA_MAGIC, send.tag, recv_id, send.data.nbytes))
-                sock.sendall(send.data)
+                _send_frame(sock, _FRAME.pack(_DATA_MAGIC, send.tag, recv_id,
+                                              send.data.nbytes), send.data)
             except OSError as exc:
                 send.handle._finish(f"connection to rank {peer} failed ({exc})")
-                self._peer_failed(peer, f"connection failed while sending ({exc})")
+                self._failed(peer, f"connection failed while sending ({exc})", sends=True)
                 return
             send.handle._finish()
 
@@ -275,7 +280,7 @@ class SocketTransport:
                     self._cts.setdefault((peer, tag), deque()).append((recv_id, nbytes))
                     self._match(peer, tag)
         except (OSError, _ProtocolError) as exc:
-            self._peer_failed(peer, str(exc))
+            self._failed(peer, str(exc), sends=True)
 
     def _data_reader(self, sock: socket.socket, peer: int) -> None:
         header = bytearray(_FRAME.size)
@@ -299,30 +304,39 @@ class SocketTransport:
                     recv.handle._finish(str(exc))
                     raise
                 recv.handle._finish()
+        except _Closed as exc:
+            with self._lock:
+                self._live_readers[peer] -= 1
+                if self._live_readers[peer] == 0:
+                    self._fail_locked(peer, str(exc), recvs=True)
         except (OSError, _ProtocolError) as exc:
-            self._peer_failed(peer, str(exc))
+            self._failed(peer, str(exc), recvs=True)
 
     # -- failures --------------------------------------------------------------------------------
-    def _peer_failed(self, peer: int, why: str) -> None:
+    def _failed(self, peer: int, why: str, *, sends: bool = False, recvs: bool = False) -> None:
         with self._lock:
             if self._closing:
                 why = "transport closed"
-            self._fail_peer_locked(peer, why)
+            self._fail_locked(peer, why, sends=sends, recvs=recvs)
 
-    def _fail_peer_locked(self, peer: int, why: str) -> None:
+    def _fail_locked(self, peer: int, why: str, *, sends: bool = False,
+                     recvs: bool = False) -> None:
         message = f"connection with rank {peer} lost: {why}"
-        self._dead.setdefault(peer, message)
-        for key in [k for k in self._sends if k[0] == peer]:
-            for send in self._sends.pop(key):
-                send.handle._finish(message)
-        for key in [k for k in self._recvs if k[0] == peer]:
-            self._recvs.pop(key).handle._finish(message)
+        if sends:
+            self._send_dead.setdefault(peer, message)
+            for key in [k for k in self._sends if k[0] == peer]:
+                for send in self._sends.pop(key):
+                    send.handle._finish(message)
+        if recvs:
+            self._recv_dead.setdefault(peer, message)
+            for key in [k for k in self._recvs if k[0] == peer]:
+                self._recvs.pop(key).handle._finish(message)
 
-    def _raise_if_dead(self, peer: int) -> None:
+    def _raise_if_dead(self, peer: int, dead: dict[int, str]) -> None:
         if self._closing:
             raise TransportError(f"rank {self.rank}: transport is closed")
-        if peer in self._dead:
-            raise TransportError(f"rank {self.rank}: {self._dead[peer]}")
+        if peer in dead:
+            raise TransportError(f"rank {self.rank}: {dead[peer]}")
 
     def _check_peer(self, peer: int, what: str) -> None:
         if not isinstance(peer, (int, np.integer)) or not 0 <= peer < self.world_size or (
@@ -431,13 +445,30 @@ class _ProtocolError(Exception):
     """Bytes on a connection that do not follow the wire format (or an early EOF)."""
 
 
+class _Closed(_ProtocolError):
+    """The peer closed the connection between two frames (a clean end)."""
+
+
 def _recv_exact(sock: socket.socket, view: memoryview) -> None:
     got, total = 0, view.nbytes
     while got < total:
         n = sock.recv_into(view[got:])
         if n == 0:
+            if got == 0 and total == _FRAME.size:
+                raise _Closed("connection closed by the peer")
             raise _ProtocolError(f"connection closed after {got} of {total} bytes")
         got += n
+
+
+def _send_frame(sock: socket.socket, header: bytes, payload: memoryview) -> None:
+    # Header and payload in one system call: with TCP_NODELAY a separate header would leave as
+    # its own tiny segment and wake the receiver twice.
+    sent = sock.sendmsg([header, payload])
+    if sent < len(header):
+        sock.sendall(header[sent:])
+        sent = len(header)
+    if sent - len(header) < payload.nbytes:
+        sock.sendall(payload[sent - len(header):])
 
 
 def _bytes_view(array: np.ndarray, what: str) -> memoryview:

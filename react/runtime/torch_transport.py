@@ -1,4 +1,4 @@
-"""A point-to-point transport over ``torch.distributed`` ``isend``/``irecv`` (the paper's prototype).
+"""A point-to-point transport over ``torch.distributed`` ``isend``/``irecv`` (paper prototype).
 
 Gloo on CPU here; NCCL on GPUs later (the GPU issue). torch is an optional extra (``[torch]``),
 imported only when this transport is built; without it the constructor raises

@@ -13,11 +13,11 @@ import os
 
 import numpy as np
 import pytest
+from test_runtime_collective import DTYPES, check_timings, expected, make_input
 
 from react.patterns import GENERATORS
 from react.runtime.local import free_ports, run_local
 from react.runtime.timings import RankEpochTimings
-from test_runtime_collective import DTYPES, check_timings, expected, make_input
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed (extra [torch])")
@@ -127,8 +127,8 @@ def test_gloo_every_generator_equals_numpy_and_torch_up_to_8():
 def test_missing_torch_is_a_clear_error(monkeypatch):
     import builtins
 
-    from react.runtime.transport import TransportError
     from react.runtime.torch_transport import TorchTransport
+    from react.runtime.transport import TransportError
 
     real_import = builtins.__import__
 
