@@ -7,6 +7,13 @@ all of them, then apply the receives in pattern flow order (``reduce`` adds into
 ``copy`` overwrites them). Every dependency of the TEN is honoured this way: a flow's payload is
 read only after every earlier receive of its chunks was applied. The buffer is changed in place.
 
+The buffer holds the collective's input as its kind defines it (react/verify.py): every rank's
+whole message for AllReduce, ReduceScatter and Reduce; the owner's chunks for AllGather; the
+root's message for Broadcast. Chunks a rank does not hold should be zero: a pattern may ``reduce``
+into a chunk its receiver holds nothing of (the verifier allows it), which is then a plain copy.
+Afterwards the ranks the kind names hold the result (sums, or gathered chunks); what the other
+ranks' other chunks hold is unspecified.
+
 Timing, all on :func:`react.runtime.clock.now_s` (CLOCK_MONOTONIC of this host):
 
 - a send's ``post_s`` is when RCollective posted it; its ``started_s`` is the transport's stamp of

@@ -141,3 +141,35 @@ def test_missing_torch_is_a_clear_error(monkeypatch):
     monkeypatch.setattr("importlib.import_module", lambda name: no_torch(name))
     with pytest.raises(TransportError, match=r"needs PyTorch.*react\[torch\]"):
         TorchTransport()
+
+
+@needs_torch
+def test_torch_rendezvous_port_taken_is_a_clear_error():
+    import socket
+
+    from react.runtime.torch_transport import init_torch_group
+    from react.runtime.transport import TransportError
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    port = holder.getsockname()[1]
+    try:
+        with pytest.raises(TransportError, match=f"127.0.0.1:{port}: address already in use"):
+            init_torch_group(0, 2, ("127.0.0.1", port), timeout_s=5.0)
+    finally:
+        holder.close()
+
+
+@needs_torch
+@pytest.mark.slow
+@pytest.mark.parametrize("transport", ["socket", "torch"])
+def test_bench_reports_positive_times_for_both(transport):
+    from react.runtime.bench import bench_local
+
+    result = bench_local(2, transport=transport, message_bytes=1 << 16, epochs=3, warmup=1,
+                         timeout_s=120.0)
+    assert result.world_size == 2 and result.message_bytes == 1 << 16
+    assert len(result.rcollective_s) == len(result.torch_s) == 3
+    assert min(result.rcollective_s) > 0 and min(result.torch_s) > 0
+    assert result.ratio == pytest.approx(result.rcollective_median_s / result.torch_median_s)
