@@ -165,7 +165,9 @@ class SocketTransport:
         with self._lock:
             self._raise_if_dead(peer, self._send_dead)
             self._sends.setdefault((peer, tag), deque()).append(_Send(peer, tag, view, handle))
-            self._match(peer, tag)
+            ready = self._match(peer, tag)
+        for send, recv_id, k in ready:
+            self._queues[(peer, k)].put((send, recv_id))  # isend never blocks
         return handle
 
     def irecv(self, peer: int, tag: int, out: np.ndarray) -> _Handle:
@@ -215,8 +217,10 @@ class SocketTransport:
         self.close()
 
     # -- matching (sender side) ------------------------------------------------------------------
-    def _match(self, peer: int, tag: int) -> None:
-        # Caller holds the lock. Pair the oldest send of (peer, tag) with the oldest clear-to-send.
+    def _match(self, peer: int, tag: int) -> list[tuple[_Send, int, int]]:
+        # Caller holds the lock. Pair the oldest send of (peer, tag) with the oldest clear-to-send;
+        # return (send, receive id, connection) of each pair, ready to write.
+        ready: list[tuple[_Send, int, int]] = []
         sends = self._sends.get((peer, tag))
         ctss = self._cts.get((peer, tag))
         while sends and ctss:
@@ -229,14 +233,16 @@ class SocketTransport:
                 )
                 continue
             k = self._rng.randrange(self.connections) if self.connections > 1 else 0
-            self._queues[(peer, k)].put((send, recv_id))
+            ready.append((send, recv_id, k))
         if sends is not None and not sends:
             del self._sends[(peer, tag)]
         if ctss is not None and not ctss:
             del self._cts[(peer, tag)]
+        return ready
 
     # -- threads ---------------------------------------------------------------------------------
     def _start_threads(self) -> None:
+        self._write_locks = {id(s): threading.Lock() for socks in self._out.values() for s in socks}
         for peer, socks in self._out.items():
             for k, sock in enumerate(socks):
                 q: SimpleQueue = SimpleQueue()
@@ -258,15 +264,23 @@ class SocketTransport:
             if item is None:
                 return
             send, recv_id = item
-            send.handle.started_s = now_s()
-            try:
-                _send_frame(sock, _FRAME.pack(_DATA_MAGIC, send.tag, recv_id,
-                                              send.data.nbytes), send.data)
-            except OSError as exc:
-                send.handle._finish(f"connection to rank {peer} failed ({exc})")
-                self._failed(peer, f"connection failed while sending ({exc})", sends=True)
-                return
-            send.handle._finish()
+            lock = self._write_locks[id(sock)]
+            with lock:
+                if not self._write(sock, peer, send, recv_id):
+                    return
+
+    def _write(self, sock: socket.socket, peer: int, send: _Send, recv_id: int) -> bool:
+        # Caller holds the connection's write lock (frames never interleave).
+        send.handle.started_s = now_s()
+        try:
+            _send_frame(sock, _FRAME.pack(_DATA_MAGIC, send.tag, recv_id, send.data.nbytes),
+                        send.data)
+        except OSError as exc:
+            send.handle._finish(f"connection to rank {peer} failed ({exc})")
+            self._failed(peer, f"connection failed while sending ({exc})", sends=True)
+            return False
+        send.handle._finish()
+        return True
 
     def _cts_reader(self, sock: socket.socket, peer: int) -> None:
         header = bytearray(_FRAME.size)
@@ -278,7 +292,19 @@ class SocketTransport:
                     raise _ProtocolError(f"expected a clear-to-send frame, got magic {magic!r}")
                 with self._lock:
                     self._cts.setdefault((peer, tag), deque()).append((recv_id, nbytes))
-                    self._match(peer, tag)
+                    ready = self._match(peer, tag)
+                for send, rid, k in ready:
+                    # With one connection, this thread writes itself when the connection is
+                    # idle: one thread hand-off less per message. Never waits for the lock.
+                    out = self._out[peer][k]
+                    lock = self._write_locks[id(out)]
+                    if self.connections == 1 and lock.acquire(blocking=False):
+                        try:
+                            self._write(out, peer, send, rid)
+                        finally:
+                            lock.release()
+                    else:
+                        self._queues[(peer, k)].put((send, rid))
         except (OSError, _ProtocolError) as exc:
             self._failed(peer, str(exc), sends=True)
 
