@@ -189,6 +189,16 @@ class SocketTransport:
             self._failed(peer, f"clear-to-send failed ({exc})", recvs=True)
         return handle
 
+    def bytes_sent(self, peer: int) -> tuple[int, ...]:
+        """Payload bytes written so far to ``peer`` on each of its connections (index order)."""
+        self._check_peer(peer, "bytes_sent")
+        return tuple(self._sent[id(s)] for s in self._out[peer])
+
+    def source_ports(self, peer: int) -> tuple[int, ...]:
+        """Local (source) port of each connection this rank opened to ``peer``."""
+        self._check_peer(peer, "source_ports")
+        return tuple(s.getsockname()[1] for s in self._out[peer])
+
     def close(self) -> None:
         """Shut every connection and stop the threads; idempotent."""
         with self._lock:
@@ -243,6 +253,7 @@ class SocketTransport:
     # -- threads ---------------------------------------------------------------------------------
     def _start_threads(self) -> None:
         self._write_locks = {id(s): threading.Lock() for socks in self._out.values() for s in socks}
+        self._sent = dict.fromkeys(self._write_locks, 0)
         for peer, socks in self._out.items():
             for k, sock in enumerate(socks):
                 q: SimpleQueue = SimpleQueue()
@@ -279,6 +290,7 @@ class SocketTransport:
             send.handle._finish(f"connection to rank {peer} failed ({exc})")
             self._failed(peer, f"connection failed while sending ({exc})", sends=True)
             return False
+        self._sent[id(sock)] += send.data.nbytes  # one writer at a time per connection
         send.handle._finish()
         return True
 

@@ -221,6 +221,33 @@ def test_many_epochs_reuse_connections_and_tags_wrap():
         assert (buffer == x).all()
 
 
+def test_messages_spread_over_connections_on_distinct_source_ports():
+    # 60 messages of 8 bytes from rank 0 to rank 1 over 3 connections, chosen at random per
+    # message: each connection carries some (all on one or two: probability ~3 * (2/3)**60).
+    def body(t):
+        handles = []
+        for tag in range(60):
+            if t.rank == 0:
+                handles.append(t.isend(1, tag, np.full(1, tag, dtype=np.int64)))
+            else:
+                out = np.zeros(1, dtype=np.int64)
+                handles.append((t.irecv(0, tag, out), out))
+        if t.rank == 0:
+            for h in handles:
+                h.wait(10.0)
+            return t.bytes_sent(1), t.source_ports(1)
+        for h, _ in handles:
+            h.wait(10.0)
+        return [int(out[0]) for _, out in handles]
+
+    results, errors = _threads(2, body, connections=3)
+    assert not errors
+    (per_connection, ports), received = results
+    assert received == list(range(60))
+    assert sum(per_connection) == 60 * 8 and min(per_connection) > 0
+    assert len(set(ports)) == 3
+
+
 class _RecordingTransport:
     rank = 0
     world_size = 4
