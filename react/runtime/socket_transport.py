@@ -278,7 +278,12 @@ class SocketTransport:
             lock = self._write_locks[id(sock)]
             with lock:
                 if not self._write(sock, peer, send, recv_id):
-                    return
+                    break
+        # The connection broke: whatever is still queued on it fails instead of waiting.
+        while not q.empty():
+            item = q.get()
+            if item is not None:
+                item[0].handle._finish(f"connection to rank {peer} failed earlier")
 
     def _write(self, sock: socket.socket, peer: int, send: _Send, recv_id: int) -> bool:
         # Caller holds the connection's write lock (frames never interleave).
