@@ -179,15 +179,15 @@ class RCollective:
             for i in ops.recvs:
                 out = np.empty(plan.sizes[i], dtype=buffer.dtype)
                 post = now_s()
-                handle = None if out.size == 0 else transport.irecv(
-                    flows[i].src, flow_tag(epoch, i), out)
+                handle = None if out.size == 0 else self._post(
+                    transport.irecv, flows[i].src, i, out, epoch, pattern)
                 posted_recvs.append((i, out, post, handle))
             posted_sends = []
             for i in ops.sends:
                 payload = _gather(buffer, plan.ranges[i])
                 post = now_s()
-                handle = None if payload.size == 0 else transport.isend(
-                    flows[i].dst, flow_tag(epoch, i), payload)
+                handle = None if payload.size == 0 else self._post(
+                    transport.isend, flows[i].dst, i, payload, epoch, pattern)
                 posted_sends.append((i, post, handle))
             for i, _out, post, handle in posted_recvs:
                 if handle is not None:
@@ -207,11 +207,21 @@ class RCollective:
                 _apply(buffer, plan.ranges[i], out, flows[i].op == "reduce")
         return sends, recvs
 
+    def _post(self, post, peer: int, index: int, array: np.ndarray, epoch: int,
+              pattern: Pattern):
+        try:
+            return post(peer, flow_tag(epoch, index), array)
+        except ReactError as exc:
+            raise CollectiveError(f"{self._where(pattern, epoch, index)}: {exc}") from exc
+
+    def _where(self, pattern: Pattern, epoch: int, index: int) -> str:
+        flow = pattern.flows[index]
+        return (f"rank {self.transport.rank}, epoch {epoch}, flow {index} "
+                f"({flow.src} -> {flow.dst} at step {flow.step})")
+
     def _wait(self, handle, deadline: float, epoch: int, index: int, pattern: Pattern) -> None:
         left = deadline - now_s()
-        flow = pattern.flows[index]
-        where = (f"rank {self.transport.rank}, epoch {epoch}, flow {index} "
-                 f"({flow.src} -> {flow.dst} at step {flow.step})")
+        where = self._where(pattern, epoch, index)
         if left <= 0:
             raise CollectiveError(f"{where}: collective exceeded timeout_s={self.timeout_s}")
         try:

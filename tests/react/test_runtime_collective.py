@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -246,6 +247,25 @@ def test_messages_spread_over_connections_on_distinct_source_ports():
     assert received == list(range(60))
     assert sum(per_connection) == 60 * 8 and min(per_connection) > 0
     assert len(set(ports)) == 3
+
+
+@pytest.mark.parametrize("peer", ["silent", "gone"])
+def test_a_peer_that_never_joins_fails_naming_the_flow(peer):
+    # Rank 1 connects but never runs the collective (silent: rank 0 times out; gone: it closes
+    # its transport, rank 0 sees the connection lost): rank 0 raises instead of hanging.
+    from react.runtime.collective import CollectiveError
+
+    def body(t):
+        if t.rank == 1:
+            if peer == "silent":
+                time.sleep(2.0)  # connected, but silent until rank 0 gave up
+            return None
+        with pytest.raises(CollectiveError, match=r"flow \d+ \(1 -> 0 at step \d+\)"):
+            RCollective(t, timeout_s=0.5).run(allreduce_ring(2), np.zeros(4), 0)
+        return "timed out"
+
+    results, errors = _threads(2, body)
+    assert not errors and results[0] == "timed out"
 
 
 class _RecordingTransport:
