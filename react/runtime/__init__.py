@@ -10,5 +10,7 @@ nothing from the simulator. Pieces, one module each:
 - :mod:`react.runtime.transport` — the small point-to-point interface RCollective needs;
 - :mod:`react.runtime.schedule` / :mod:`react.runtime.collective` — Algorithm 2 on one rank;
 - :mod:`react.runtime.socket_transport`, :mod:`react.runtime.torch_transport` — transports;
-- :mod:`react.runtime.channel`, :mod:`react.runtime.tuner` — the control channel and RTuner.
+- :mod:`react.runtime.channel`, :mod:`react.runtime.tuner` — the control channel and RTuner;
+- :mod:`react.runtime.local` — N local rank processes for tests; :mod:`react.runtime.bench` —
+  RCollective's collective time against torch's own ``all_reduce``.
 """

@@ -16,12 +16,21 @@ from typing import Protocol
 
 import numpy as np
 
+from react.errors import ReactError
+
+
+class TransportError(ReactError, RuntimeError):
+    """A transport that cannot be set up (port taken, peer unreachable) or a failed transfer."""
+
 
 class Pending(Protocol):
     """A posted operation."""
 
     started_s: float | None
     """Send only, where the transport knows it: when bytes started to leave (both ends ready)."""
+
+    # Optional: ``done_s``, when the operation completed (receive: the last byte landed), stamped
+    # by the transport where it can; RCollective falls back to when ``wait`` returned.
 
     def wait(self, timeout_s: float | None = None) -> None:
         """Block until done; raise :class:`react.errors.ReactError` on failure or timeout."""
