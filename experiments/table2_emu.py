@@ -1,7 +1,7 @@
 """The paper's Table 2 on the emulator: real ranks, real bytes, a real congested network.
 
 Dual binary tree AllReduce on 4 and 8 ranks of a star (one emulated switch), ``p`` = 0, 1, 2
-long-lived background flows from an outside host into one rank, each run without and with REACT
+long-lived background flows from outside hosts into one rank, each run without and with REACT
 on identical settings; the speedup is baseline / REACT of the mean and of the p95 collective
 time over all epochs (as the paper's Table 2, §7.2), and "changes" counts REACT's pattern changes.
 Beside each row: the paper's numbers and flowsim on the same scenario at the same scaled rates
@@ -42,13 +42,20 @@ CONGESTED_RANK = 1
 
 def scenario_doc(ranks: int, p: int, *, backend: str, epochs: int, link_rate_bps: float,
                  message_bytes: float, transport: str, seed: int = 0) -> dict[str, Any]:
-    """One Table 2 cell as a scenario document (hosts h0..h{ranks-1} ranks, the next outside)."""
+    """One Table 2 cell as a scenario document: hosts h0..h{ranks-1} run the ranks, each of the
+    next ``p`` hosts sends one long-lived flow into rank :data:`CONGESTED_RANK`.
+
+    The paper's ``p`` flows come from one outside node. The emulator shares each switch port
+    fairly among source *hosts* (:mod:`react.backends.emu.tc`), so ``p`` flows from one host
+    would take one share; from ``p`` hosts they take ``p`` shares, the per-flow max-min share
+    flowsim gives either way (the sender's uplink is never the bottleneck here).
+    """
     doc: dict[str, Any] = {
         "name": f"table2-emu-{ranks}r-p{p}-{backend}",
         "seed": seed,
         "backend": backend,
         "connections": 1,
-        "topology": {"name": "star", "n": ranks + 1, "capacity_bps": link_rate_bps},
+        "topology": {"name": "star", "n": ranks + max(p, 1), "capacity_bps": link_rate_bps},
         "jobs": [{
             "name": "tree", "collective": "allreduce_double_binary_tree", "ranks": ranks,
             "placement": "first", "message_bytes": message_bytes, "epochs": epochs,
@@ -58,8 +65,8 @@ def scenario_doc(ranks: int, p: int, *, backend: str, epochs: int, link_rate_bps
                 "transport": transport, "apply_delay_epochs": 5},
     }
     if p:
-        doc["background"] = [{"kind": "long_lived", "src": f"h{ranks}",
-                              "dst": f"tree:{CONGESTED_RANK}", "p": p}]
+        doc["background"] = [{"kind": "long_lived", "src": f"h{ranks + k}",
+                              "dst": f"tree:{CONGESTED_RANK}"} for k in range(p)]
     return doc
 
 

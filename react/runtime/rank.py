@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -69,10 +70,19 @@ def rank_input(rank: int, count: int, dtype: str) -> np.ndarray:
     return ((np.arange(count) % 13) + 7 * rank + 1).astype(dtype)
 
 
-def _interface() -> str:
-    """The namespace's one non-loopback interface (Gloo must bind it, not loopback)."""
-    names = sorted(n for n in os.listdir("/sys/class/net") if n != "lo")
-    return names[0] if names else "lo"
+def _interface(address: str) -> str:
+    """The interface that holds ``address`` (Gloo must bind it, or it binds loopback and hangs).
+
+    Read from ``ip -j -4 addr`` of the rank's namespace; loopback addresses give ``lo``.
+    """
+    if address.startswith("127."):
+        return "lo"
+    listing = subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True,
+                             check=False).stdout
+    for link in json.loads(listing or "[]"):
+        if any(a.get("local") == address for a in link.get("addr_info", ())):
+            return str(link["ifname"])
+    raise ReactError(f"no interface holds the rank's address {address}")
 
 
 def _transport(spec: Mapping[str, Any], rank: int) -> Any:
@@ -84,11 +94,12 @@ def _transport(spec: Mapping[str, Any], rank: int) -> Any:
         return SocketTransport(rank, addresses, connections=int(spec["connections"]),
                                seed=int(spec["seed"]), timeout_s=timeout_s)
     if spec["transport"] == "torch":
-        from react.runtime.torch_transport import TorchTransport, init_gloo
+        from react.runtime.torch_transport import TorchTransport, init_torch_group
 
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", _interface())
-        init_gloo(rank, len(addresses), addresses[0], timeout_s=timeout_s)
-        return TorchTransport(timeout_s=timeout_s)
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", _interface(addresses[rank][0]))
+        init_torch_group(rank, len(addresses), addresses[0], backend="gloo",
+                         timeout_s=timeout_s)
+        return TorchTransport(timeout_s=timeout_s, owns_group=True)
     raise ReactError(f"unknown transport {spec['transport']!r}; expected socket or torch")
 
 
@@ -131,7 +142,6 @@ def run_rank(spec: Mapping[str, Any], rank: int) -> None:
                 time.sleep(gap_s)
     finally:
         client.close()
-        collective.close() if hasattr(collective, "close") else None
         transport.close()
 
 

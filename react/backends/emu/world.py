@@ -11,8 +11,11 @@ Scaling (the ``[emu]`` table): link capacities scale linearly so that the fastes
 job's message is ``message_bytes`` (4 MiB by default) instead of the file's, so that an epoch
 takes a fraction of a second. Scenario times (``start_s``, ``stop_s``, ``at_s``) are read as
 wall-clock seconds from the moment the network is up. Link latencies are not emulated (the
-kernel here has no netem). Only ``long_lived`` and ``periodic_bulk`` background sources exist
-on the emulator.
+kernel here has no netem). Switch ports share their rate fairly among source *hosts*
+(:mod:`react.backends.emu.tc`: the kernel has no per-flow fair queue), so ``p`` parallel
+background flows from one host take one share where flowsim gives them ``p``; the run warns, and
+one flow from each of ``p`` hosts gives the per-flow shares. Background sources are flowsim's three kinds, each on one TCP
+connection (:meth:`~react.backends.emu.EmuNetwork.start_background`).
 
 An :class:`EmuJob` runs one job the way the paper's prototype does (§6): one process per rank
 (:mod:`react.runtime.rank`) in its host's namespace, RCollective over the chosen transport, and
@@ -29,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
@@ -39,6 +43,7 @@ from react.backends.base import JobRun
 from react.backends.emu import EmuError, EmuNetwork
 from react.controller import Controller
 from react.pattern import Pattern
+from react.verify import verify
 from react.runtime.rank import job_spec
 
 if TYPE_CHECKING:
@@ -49,6 +54,9 @@ DATA_PORT_BASE = 29500
 hosts); each job's tuner on a free port of rank 0's host."""
 BACKGROUND_MAX_S = 1800.0
 """Upper bound on any background sender's life when the scenario gives no ``stop_s``."""
+BACKGROUND_PORT_BASE = 20000
+"""The ``k``-th flow of background source ``i`` (scenario port ``p``) has its sink on
+``BACKGROUND_PORT_BASE + 100 * i + p + k`` (sources may share a destination host)."""
 
 
 class EmuJob:
@@ -62,11 +70,14 @@ class EmuJob:
         self.index = index
         self.workdir = workdir
         self._procs: list[subprocess.Popen[Any]] = []
+        self.tuner: subprocess.Popen[Any] | None = None
+        """The running job's tuner process (tests kill it to check that the job still ends)."""
 
     def run_job(self, name: str, pattern: Pattern, epochs: int, controller: Controller | None,
                 on_epoch: Callable[[str, int], None] | None = None) -> JobRun:
         from react.runtime.tuner import read_result, spawn_leader
 
+        verify(pattern)  # refused here, before any process starts or any byte is sent
         hosts = self.spec.hosts
         net = self.network
         emu = self.emu
@@ -85,6 +96,7 @@ class EmuJob:
             tuner_file, out, popen=lambda argv, **kw: net.popen(hosts[0], argv, **kw),
             timeout_s=emu.timeout_s)
         self._procs.append(tuner)
+        self.tuner = tuner
         addresses = [(net.host_ip(h), DATA_PORT_BASE + 100 * self.index + r)
                      for r, h in enumerate(hosts)]
         rank_file = files / "job.json"
@@ -134,6 +146,10 @@ class EmuJob:
         except subprocess.TimeoutExpired:
             raise EmuError(f"job {name!r}: the tuner did not finish within "
                            f"{self.emu.timeout_s:g} s of the last rank") from None
+        if code < 0:
+            raise EmuError(f"job {name!r}: the tuner died (signal {-code}); every rank finished "
+                           f"its {epochs} epochs on its pattern, but the timings it had gathered "
+                           "died with it")
         if code not in (0, 3):  # 3: a partial result (its events say why), still readable
             raise EmuError(f"job {name!r}: the tuner failed (exit {code}): {_tail(tuner)}")
 
@@ -230,23 +246,27 @@ def scenario_jobs(scenario: Scenario, *, react: bool | None = None) -> Iterator[
     from react.scenario import controllers
 
     for i, bg in enumerate(scenario.background):
-        if bg.kind not in ("long_lived", "periodic_bulk"):
-            raise EmuError(f"{scenario.source}: background[{i}].kind = {bg.kind!r} is not "
-                           "supported on the emulator; expected long_lived or periodic_bulk")
+        if bg.p > 1:
+            warnings.warn(f"{scenario.source}: background[{i}] has p = {bg.p} flows from one "
+                          f"host ({bg.src}); the emulator shares each port fairly among source "
+                          "hosts, so together they take one host's share (flowsim gives them "
+                          f"{bg.p}); use {bg.p} source hosts for {bg.p} shares", stacklevel=3)
     with ExitStack() as stack:
         net = stack.enter_context(EmuNetwork(scenario.topology, hosts=used_hosts(scenario),
                                              link_rate_bps=scenario.emu.link_rate_bps))
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="react-emu-")))
         timers: list[threading.Timer] = []
         stack.callback(lambda: [t.cancel() for t in timers])
-        for bg in scenario.background:
+        fastest_bps = net.scale * max(link.capacity_bps for link in scenario.topology.links)
+        for i, bg in enumerate(scenario.background):
             duration = (bg.stop_s or BACKGROUND_MAX_S) - (bg.start_s or 0.0)
             for k in range(bg.p):
-                kwargs = {"port": bg.port + k, "duration_s": duration,
-                          "max_bytes": int(net.scale * max(l.capacity_bps for l in
-                                                           scenario.topology.links)
-                                           * duration / 8),
-                          "size_bytes": bg.size_bytes, "period_s": bg.period_s}
+                kwargs = {"port": BACKGROUND_PORT_BASE + 100 * i + bg.port + k,
+                          "duration_s": duration,
+                          "max_bytes": int(fastest_bps * duration / 8),
+                          "size_bytes": None if bg.size_bytes is None else int(bg.size_bytes),
+                          "period_s": bg.period_s, "mean_on_s": bg.mean_on_s,
+                          "mean_off_s": bg.mean_off_s, "seed": scenario.seed + i}
                 start = _starter(net, bg.kind, bg.src, bg.dst, kwargs)
                 if bg.start_s:
                     timers.append(threading.Timer(bg.start_s, start))
