@@ -100,17 +100,41 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pat.set_defaults(handler=_cmd_patterns_list)
     psub = pat.add_subparsers(dest="action", metavar="ACTION")
-    for name, help_text, handler in (
-        ("show", "print a pattern step by step", _cmd_patterns_show),
-        ("verify", "check that a pattern implements its collective", _cmd_patterns_verify),
-        ("draw", "draw a pattern's TEN to an image file", _cmd_patterns_draw),
+    from react.patterns import GENERATORS
+
+    names = textwrap.fill("NAME is one of: " + ", ".join(sorted(GENERATORS)) + ".", width=79)
+    for name, help_text, handler, example in (
+        ("show", "print a pattern step by step", _cmd_patterns_show,
+         "react patterns show allreduce_double_binary_tree 8"),
+        ("verify", "check that a pattern implements its collective", _cmd_patterns_verify,
+         "react patterns verify allgather_recursive_doubling 6"),
+        ("draw", "draw a pattern's TEN to an image file", _cmd_patterns_draw,
+         "react patterns draw allreduce_ring 8 --out ring.png"),
+        ("export", "write a pattern as an MSCCL XML algorithm (or REACT's JSON)",
+         _cmd_patterns_export,
+         "react patterns export allreduce_ring 8 --format msccl-xml --out ring8.xml"),
     ):
-        p = psub.add_parser(name, parents=[common], help=help_text, description=help_text)
+        p = psub.add_parser(name, parents=[common], help=help_text, description=help_text,
+                            epilog=f"Example: {example}\n\n{names}",
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("name", metavar="NAME", help="a generator name (see 'react patterns')")
         p.add_argument("n", metavar="N", type=positive_int, help="number of ranks")
         if name == "draw":
-            p.add_argument("--out", metavar="FILE", required=True, help="image file to write")
+            p.add_argument("--out", metavar="FILE", required=True,
+                           help="image file to write (.png, .svg, .pdf, ...; .png if none)")
+        if name == "export":
+            p.add_argument("--format", choices=("msccl-xml", "json"), default="msccl-xml",
+                           help="msccl-xml (default): an MSCCL algorithm; json: REACT's pattern")
+            p.add_argument("--out", metavar="FILE", help="file to write (default: stdout)")
         p.set_defaults(handler=handler)
+    imp = psub.add_parser(
+        "import", parents=[common], help="read an MSCCL XML algorithm, check it, show it",
+        description="Read an MSCCL XML algorithm (msccl-tools, TACCL, ...) as a REACT pattern, "
+                    "check that it implements its collective, and print it step by step.",
+        epilog="Example: react patterns import tests/data/msccl/allreduce_ring_4_1.xml")
+    imp.add_argument("file", metavar="FILE.xml", help="the MSCCL XML algorithm")
+    imp.add_argument("--json", metavar="OUT", help="also write the pattern as REACT JSON")
+    imp.set_defaults(handler=_cmd_patterns_import)
 
     # `react sweep` and `react report` live with the sweep machinery (react.sweep)
     from react.sweep import add_parsers as add_sweep_parsers
@@ -259,10 +283,40 @@ def _draw_module() -> Any:
 
 
 def _cmd_patterns_draw(args: argparse.Namespace, out: TextIO) -> int:
+    from react.imagefile import image_path
+
+    path = image_path(args.out)
     draw = _draw_module()
     pattern = _pattern(args)
-    draw.draw(pattern, path=args.out)
-    print(f"wrote {args.out}", file=out)
+    draw.draw(pattern, path=path)
+    print(f"wrote {path}", file=out)
+    return 0
+
+
+def _cmd_patterns_export(args: argparse.Namespace, out: TextIO) -> int:
+    from react.msccl import to_msccl_xml
+
+    pattern = _pattern(args)
+    text = to_msccl_xml(pattern) if args.format == "msccl-xml" else pattern.to_json()
+    if args.out is None:
+        print(text, file=out)
+        return 0
+    Path(args.out).write_text(text + "\n", encoding="utf-8")
+    print(f"wrote {args.out} ({args.format}: {args.name}({args.n}), {len(pattern.flows)} flows "
+          f"in {pattern.num_steps} steps)", file=out)
+    return 0
+
+
+def _cmd_patterns_import(args: argparse.Namespace, out: TextIO) -> int:
+    from react.msccl import read_msccl
+
+    pattern = read_msccl(args.file)
+    print(pattern.describe(), file=out)
+    print(f"ok: {args.file} implements its {pattern.kind} over {pattern.n} ranks "
+          f"({len(pattern.flows)} flows in {pattern.num_steps} steps)", file=out)
+    if args.json:
+        Path(args.json).write_text(pattern.to_json() + "\n", encoding="utf-8")
+        print(f"wrote {args.json}", file=out)
     return 0
 
 

@@ -275,10 +275,13 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
     series = args.series or (series if series != x else None)
     table = aggregate(rows, x=x, series=series)
     title = args.sweep or ", ".join(sorted({r.sweep for r in rows}))
-    plot_improvement(args.out, rows, x=x, series=series, title=title)
+    from react.imagefile import image_path
+
+    png = image_path(args.out)
+    plot_improvement(png, rows, x=x, series=series, title=title)
     for line in format_rows(table):
         print(line, file=out)
-    print(f"wrote {args.out}", file=out)
+    print(f"wrote {png}", file=out)
     if args.csv:
         write_csv(args.csv, table)
         print(f"wrote {args.csv}", file=out)
