@@ -309,7 +309,8 @@ def _root(algo: Algo, flows: list[Flow]) -> int | None:
 
 
 def _where(exc: Exception, messages: list[_Message], steps: list[int]) -> str:
-    found = re.search(r"step (\d+), flow (\d+) -> (\d+)", str(exc))
+    found = (re.search(r"step (\d+), flow (\d+) -> (\d+)", str(exc))
+             or re.search(r"at step (\d+) by the \w+ (\d+) -> (\d+)", str(exc)))
     if not found:
         return ""
     t, s, d = (int(x) for x in found.groups())

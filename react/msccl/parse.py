@@ -111,11 +111,12 @@ def parse_algo(text: str, source: str) -> Algo:
             f"{source}: expected one <gpu> for each id 0..{n - 1} (ngpus={n}), got ids {ids}"
             + (f" (gpu {dup[0]} twice)" if dup else "")
         )
-    i_chunks = {i: _int(g, "i_chunks", f"gpu {i}", source, low=0) for i, g in zip(ids, gpus_xml)}
-    o_chunks = {i: _int(g, "o_chunks", f"gpu {i}", source, low=0) for i, g in zip(ids, gpus_xml)}
+    pairs = list(zip(ids, gpus_xml, strict=True))
+    i_chunks = {i: _int(g, "i_chunks", f"gpu {i}", source, low=0) for i, g in pairs}
+    o_chunks = {i: _int(g, "o_chunks", f"gpu {i}", source, low=0) for i, g in pairs}
     units, block = _units(coll, n, i_chunks, o_chunks, source)
     gpus = [_gpu(g, i, n, coll, block, units, source)
-            for i, g in sorted(zip(ids, gpus_xml), key=lambda x: x[0])]
+            for i, g in sorted(pairs, key=lambda x: x[0])]
     _resolve(gpus, source)
     root_rank = root.get("react_root")
     spans = root.get("react_chunks")
