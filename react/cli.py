@@ -33,6 +33,7 @@ __all__ = ["build_parser", "main"]
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
 
 class _UsageError(Exception):
@@ -78,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", metavar="OUT", help="write summaries, epochs and decisions as JSON")
     run.add_argument("--csv", metavar="OUT", help="write one row per job and epoch as CSV")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--trace", metavar="OUT.json",
+                     help="write a timeline (Chrome trace-event JSON; open it in Perfetto)")
+    run.add_argument("--trace-tracks", choices=("rank", "link"), default="rank",
+                     help="one track per rank (default) or per network link")
+    run.add_argument("--trace-epochs", metavar="FIRST:LAST",
+                     help="the window of epochs in the trace (default: the first 100)")
     run.set_defaults(handler=_cmd_run)
 
     demo = sub.add_parser(
@@ -162,13 +169,27 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     scenario = load_scenario(args.scenario)
     if args.epochs is not None:
         scenario = scenario.with_epochs(args.epochs)
+    window = _check_trace_args(args)
     total = sum(j.epochs for j in scenario.jobs) * (2 if args.compare else 1)
     _print_header(scenario, out)
+    recorded: list[Any] = []
     with _progress(total, not args.no_progress) as bar:
         def tick(_job: str, _epoch: int) -> None:
             bar.update(1)
 
-        if args.compare:
+        if args.trace:  # the same runs, keeping the network's flow records for the timeline
+            from react.scenario import Comparison
+            from react.trace import run_recorded
+
+            modes = [(False, "without REACT"), (True, "with REACT")] if args.compare else [
+                (None, "")]
+            recorded = [run_recorded(scenario, react=m, label=lab, on_epoch=tick)
+                        for m, lab in modes]
+            if args.compare:
+                both = Comparison(dict(recorded[0].runs), dict(recorded[1].runs))
+            else:
+                plain = dict(recorded[0].runs)
+        elif args.compare:
             both = compare_scenario(scenario, on_epoch=tick)
         else:
             plain = run_scenario(scenario, on_epoch=tick)
@@ -204,10 +225,38 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     if args.csv:
         report.write_csv(args.csv, rows)
         written.append(args.csv)
+    if args.trace:
+        from react.trace import trace_events, write_trace
+
+        trace = trace_events(scenario, recorded, tracks=args.trace_tracks, epochs=window)
+        write_trace(args.trace, trace)
+        written.append(f"{args.trace} ({trace['otherData']['window']}, "
+                       f"{len(trace['traceEvents'])} events; open it in https://ui.perfetto.dev)")
     if written:
         print(file=out)
         print("wrote " + ", ".join(written), file=out)
     return 0
+
+
+def _check_trace_args(args: argparse.Namespace) -> tuple[int, int] | None:
+    """Fail before a long run, not after it: the trace window and where the trace goes."""
+    if not args.trace:
+        if args.trace_epochs:
+            raise _UsageError("--trace-epochs needs --trace OUT.json")
+        return None
+    from react.trace import parse_window
+
+    target = Path(args.trace)
+    if target.is_dir():
+        raise _UsageError(f"--trace {args.trace!r} is a directory; expected a file name")
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise _UsageError(f"cannot write the trace to {args.trace!r}: folder {str(parent)!r} "
+                          f"does not exist")
+    if not os.access(parent, os.W_OK):
+        raise _UsageError(f"cannot write the trace to {args.trace!r}: folder {str(parent)!r} "
+                          f"is not writable")
+    return parse_window(args.trace_epochs) if args.trace_epochs else None
 
 
 def _print_header(scenario: Any, out: TextIO) -> None:
@@ -349,6 +398,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         return int(args.handler(args, sys.stdout))
+    except KeyboardInterrupt:  # Ctrl-C: the user knows; no traceback
+        print("react: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into e.g. head, which has stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

@@ -279,7 +279,8 @@ def _missing(doc: Any, dotted: str) -> str | None:
             if not part.isdigit():
                 return f"has a list at {where}; {part!r} is not an index 0..{len(node) - 1}"
             if int(part) >= len(node):
-                return (f"has {len(node)} entries in {where}; index {part} is out of range "
+                count = f"{len(node)} entry" if len(node) == 1 else f"{len(node)} entries"
+                return (f"has {count} in {where}; index {part} is out of range "
                         f"0..{len(node) - 1}")
             node = node[int(part)]
         elif isinstance(node, Mapping):
