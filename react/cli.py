@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", metavar="OUT", help="write summaries, epochs and decisions as JSON")
     run.add_argument("--csv", metavar="OUT", help="write one row per job and epoch as CSV")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--html", metavar="DIR",
+                     help="write a self-contained HTML page of the run into DIR")
     run.add_argument("--trace", metavar="OUT.json",
                      help="write a timeline (Chrome trace-event JSON; open it in Perfetto)")
     run.add_argument("--trace-tracks", choices=("rank", "link"), default="rank",
@@ -98,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="folder for the pictures (default ./react-demo)")
     demo.add_argument("--epochs", type=positive_int, default=60, metavar="N",
                       help="epochs of the closed-loop part (default 60)")
+    demo.add_argument("--html", metavar="DIR",
+                      help="also write the story as one self-contained page, DIR/demo.html")
     demo.set_defaults(handler=_cmd_demo)
 
     pat = sub.add_parser(
@@ -225,6 +229,17 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     if args.csv:
         report.write_csv(args.csv, rows)
         written.append(args.csv)
+    if args.html:
+        import io
+
+        from react.htmlreport import write_run_html
+
+        head = io.StringIO()
+        _print_header(scenario, head)
+        page = write_run_html(args.html, scenario, both.on if args.compare else plain,
+                              both.off if args.compare else None, warmup=args.warmup,
+                              header=head.getvalue().splitlines())
+        written.append(str(page))
     if args.trace:
         from react.trace import trace_events, write_trace
 
@@ -373,7 +388,9 @@ def _cmd_patterns_import(args: argparse.Namespace, out: TextIO) -> int:
 def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     from react.demo import narrate
 
+    told = []
     for paragraph in narrate(Path(args.out), epochs=args.epochs):
+        told.append(paragraph)
         for line in paragraph.splitlines() or [""]:
             indent = " " * (len(line) - len(line.lstrip()))
             # paths are never broken, so that they can be copied from the terminal
@@ -382,6 +399,17 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
                   if len(line) > 100 else line, file=out)
         print(file=out)
         out.flush()
+    if args.html:
+        from react.demo import story_pictures
+        from react.html import story_page, write_page
+
+        folder = Path(args.html)
+        folder.mkdir(parents=True, exist_ok=True)
+        title, _, first = told[0].partition("\n\n")
+        story = [first, *told[1:-1]]  # the last paragraph lists file paths: not for a page
+        page = write_page(folder / "demo.html",
+                          story_page(title, story, story_pictures(story, Path(args.out))))
+        print(f"wrote {page}", file=out)
     return 0
 
 
