@@ -98,11 +98,11 @@ def run_page(scenario: Any, on: Mapping[str, JobRun], off: Mapping[str, JobRun] 
         spec = scenario.job(name)
         s_on = report.summarise(run, react=spec.react, warmup=warmup)
         line = [name, "on" if spec.react else "off", f"{s_on.mean_time_s * 1e6:.1f}",
-                f"{s_on.p95_time_s * 1e6:.1f}", f"{s_on.mean_algbw_bps / 1e9:.2f}"]
+                f"{s_on.p95_time_s * 1e6:.1f}", f"{s_on.mean_algbw_gbps:.2f}"]
         if off is not None and name in off:
             s_off = report.summarise(off[name], react=False, warmup=warmup)
-            gain = s_on.mean_algbw_bps / s_off.mean_algbw_bps - 1
-            line += [f"{s_off.mean_algbw_bps / 1e9:.2f}", f"{gain:+.1%}"]
+            gain = s_on.mean_algbw_gbps / s_off.mean_algbw_gbps - 1
+            line += [f"{s_off.mean_algbw_gbps:.2f}", f"{gain:+.1%}"]
         rows.append(line)
     head = ["job", "REACT", "mean us", "p95 us", "algbw Gb/s"]
     if off is not None:
