@@ -160,8 +160,9 @@ def plot_improvement(
     every scenario a dot on its bar.
 
     A series value is named ``series_format.format(value)`` (e.g. ``"links at {} Gb/s"``) or
-    ``"series_label=value"``; a series whose bars are all zero says so in the legend, and every
-    bar has an outline in its colour, so that a bar of height zero still shows where it is.
+    ``"series_label=value"``; a series whose bars are all about zero says so in the legend, and
+    every bar has an outline in its colour, so that a bar of height zero still shows where it
+    is.
 
     Raises
     ------
@@ -208,8 +209,8 @@ def plot_improvement(
             ax.plot([j + offset] * len(gains), gains, ".", color="black", markersize=3,
                     alpha=0.6, zorder=3)
         colour = colours[i % len(colours)]
-        if means and all(abs(m) < 1e-9 for m in means):
-            parts.append("no change at any point")
+        if means and all(abs(m) < _FLAT_PCT for m in means):
+            parts.append(f"no change at any point (|mean| < {_FLAT_PCT:g}%)")
         ax.bar(positions, means, width=width * 0.95, color=colour, edgecolor=colour,
                linewidth=2.0, label=", ".join(parts), zorder=2)
     ax.axhline(0, color="grey", linewidth=0.8, zorder=1)
@@ -219,11 +220,15 @@ def plot_improvement(
     if title:
         ax.set_title(title, fontsize="medium")
     ax.grid(axis="y", alpha=0.3, zorder=0)
-    ax.legend(fontsize="small")
+    # below the axes: inside, it hides the dots of the tallest bars
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
+
+_FLAT_PCT = 0.05
+"""A series whose every mean improvement is below this (in %) is called unchanged."""
 
 _KEY_WORDS = {
     "p": "external flows per congested pair (p)",
