@@ -121,12 +121,13 @@ def _job_sections(name: str, spec: Any, run: JobRun, off: JobRun | None) -> list
     out = [f"<h2>Job {html.escape(name)}: {html.escape(spec.collective)}, {spec.ranks} ranks, "
            f"{spec.message_bytes / 1e6:g} MB</h2>"]
     if run.decisions:
-        rows = [(d.batch, d.action, "; ".join(s.describe() for s in d.swaps) or "-",
-                 "-" if d.estimated_gain is None else f"{d.estimated_gain:+.1%}",
-                 "-" if d.observed_gain is None else f"{d.observed_gain:+.1%}", d.reason)
-                for d in run.decisions]
+        decided: list[tuple[Any, ...]] = [
+            (d.batch, d.action, "; ".join(s.describe() for s in d.swaps) or "-",
+             "-" if d.estimated_gain is None else f"{d.estimated_gain:+.1%}",
+             "-" if d.observed_gain is None else f"{d.observed_gain:+.1%}", d.reason)
+            for d in run.decisions]
         out += ["<h3>Decisions, with their reasons</h3>",
-                _table(["batch", "action", "swaps", "estimated", "observed", "why"], rows,
+                _table(["batch", "action", "swaps", "estimated", "observed", "why"], decided,
                        text_cols=(1, 2, 5))]
     else:
         out.append('<p class="note">No controller decisions (REACT off for this job).</p>')

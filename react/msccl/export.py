@@ -195,9 +195,9 @@ def _render(pattern: Pattern, blocks: dict[tuple, _Block], units: int,
                     _step(tb, index, "nop", buf, (-1, 0), dep, False, None)
                     index += 1
                 for k, run in enumerate(entry.runs):
-                    dep = entry.deps[-1] if entry.deps and k == 0 else None
+                    last_dep = entry.deps[-1] if entry.deps and k == 0 else None
                     needed = entry.needed and k == len(entry.runs) - 1
-                    _step(tb, index, entry.kind, buf, run, dep, needed, entry.flow.step)
+                    _step(tb, index, entry.kind, buf, run, last_dep, needed, entry.flow.step)
                     index += 1
     ET.indent(algo, space="  ")
     return ET.tostring(algo, encoding="unicode")

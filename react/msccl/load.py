@@ -241,8 +241,8 @@ def _pattern(algo: Algo, messages: list[_Message], steps: list[int]) -> Pattern:
     per_flow: dict[tuple[int, int, int, str], list[set[int]]] = {}
     for msg, step in zip(messages, steps, strict=True):
         first, count = msg.units
-        chunks = {chunk_of[u] for u in range(first, first + count)}
-        for c in chunks:
+        carried = {chunk_of[u] for u in range(first, first + count)}
+        for c in carried:
             lo, n = spans[c]
             if lo < first or lo + n > first + count:
                 raise MscclError(
@@ -252,11 +252,11 @@ def _pattern(algo: Algo, messages: list[_Message], steps: list[int]) -> Pattern:
         op = "reduce" if msg.receiver.type in _REDUCES else "copy"
         groups = per_flow.setdefault((step, msg.src, msg.dst, op), [])
         for group in groups:
-            if not group & chunks:  # pieces of one flow (a flow split into runs)
-                group |= chunks
+            if not group & carried:  # pieces of one flow (a flow split into runs)
+                group |= carried
                 break
         else:
-            groups.append(set(chunks))
+            groups.append(set(carried))
     flows = [Flow(t, s, d, tuple(sorted(g)), op)  # type: ignore[arg-type]
              for (t, s, d, op), groups in per_flow.items() for g in groups]
     n = algo.ngpus
@@ -266,7 +266,8 @@ def _pattern(algo: Algo, messages: list[_Message], steps: list[int]) -> Pattern:
                    for c in range(len(spans)))
     root = algo.root if algo.root is not None else _root(algo, flows)
     try:
-        return Pattern(algo.coll, tuple(range(n)), chunks, flows, root=root, name=algo.name)
+        return Pattern(algo.coll, tuple(range(n)), chunks, tuple(flows), root=root,
+                       name=algo.name)
     except PatternError as exc:
         raise MscclError(f"{src}: {exc}") from None
 

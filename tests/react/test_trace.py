@@ -47,7 +47,7 @@ def test_rank_tracks_hold_every_flow_inside_its_epoch(star_run):
         lanes[(f["pid"], f["tid"])].append((f["ts"], f["ts"] + f["dur"]))
     for spans in lanes.values():
         spans.sort()
-        assert all(a[1] <= b[0] + 1e-6 for a, b in zip(spans, spans[1:]))
+        assert all(a[1] <= b[0] + 1e-6 for a, b in zip(spans, spans[1:], strict=False))
 
 
 def test_decisions_and_pattern_changes_are_instant_events_with_reasons(star_run):
