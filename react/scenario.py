@@ -572,7 +572,8 @@ def _failure(t: _Table, topo: Topology) -> FailureSpec:
     except FlowsimError:
         ends = sorted(topo.link_by_id(i).dst for i in topo.out_links(src))
         shown = ", ".join(ends[:8]) + (", ..." if len(ends) > 8 else "")
-        raise t.fail("link", link, f"a link of the topology; {src} links to {shown}") from None
+        raise t.fail("link", link, f"a link of the topology; there is no link {src}->{dst} "
+                                   f"({src} links to {shown})") from None
     capacity = t.number("capacity_bps")
     at_s = t.number("at_s", 0.0)
     recover_s = t.number("recover_s", None)
