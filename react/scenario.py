@@ -200,7 +200,8 @@ class Scenario:
         """The same scenario with every job running ``epochs`` epochs (the CLI's --epochs)."""
         if isinstance(epochs, bool) or not isinstance(epochs, int) or not 1 <= epochs <= (
                 MAX_EPOCHS):
-            raise ScenarioError(f"epochs must be an integer in 1..{MAX_EPOCHS:,}, got {epochs!r}")
+            raise ScenarioError(f"epochs must be a positive integer, at most {MAX_EPOCHS:,}, "
+                                f"got {epochs!r}")
         return replace(self, jobs=tuple(replace(j, epochs=epochs) for j in self.jobs))
 
 
