@@ -198,10 +198,10 @@ class Scenario:
 
     def with_epochs(self, epochs: int) -> Scenario:
         """The same scenario with every job running ``epochs`` epochs (the CLI's --epochs)."""
-        if isinstance(epochs, bool) or not isinstance(epochs, int) or not 1 <= epochs <= (
-                MAX_EPOCHS):
-            raise ScenarioError(f"epochs must be a positive integer, at most {MAX_EPOCHS:,}, "
-                                f"got {epochs!r}")
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+            raise ScenarioError(f"epochs must be a positive integer, got {epochs!r}")
+        if epochs > MAX_EPOCHS:
+            raise ScenarioError(f"epochs must be at most {MAX_EPOCHS:,}, got {epochs!r}")
         return replace(self, jobs=tuple(replace(j, epochs=epochs) for j in self.jobs))
 
 
