@@ -221,3 +221,20 @@ def test_pages_load_in_chromium_with_every_image_and_no_console_error(which, run
     assert seen["errors"] == []
     assert len(seen["images"]) == 2 and all(i["ok"] and i["w"] > 300 for i in seen["images"])
     assert shot.read_bytes()[:8] == PNG and shot.stat().st_size > 20_000
+
+
+def test_report_html_writes_a_page_per_stored_pair_and_an_index(tmp_path, capsys):
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(f'name = "tiny"\nbase = "{STAR}"\nseeds = [0]\nreact = "both"\n'
+                    '[grid]\n"background.0.p" = [1, 2]\n"jobs.0.epochs" = [7]\n')
+    store = tmp_path / "s.sqlite"
+    assert main(["sweep", str(spec), "--store", str(store), "--workers", "1",
+                 "--no-progress"]) == 0
+    assert main(["report", "--store", str(store), "--html", str(tmp_path / "pages"),
+                 "--pages", "1"]) == 0
+    assert "wrote 1 page(s)" in capsys.readouterr().out
+    index = (tmp_path / "pages" / "index.html").read_text()
+    (link,) = re.findall(r'href="([^"]+)"', index)
+    page = (tmp_path / "pages" / link).read_text()
+    assert "1 more pair(s) not shown" in index
+    assert "sweep tiny, point background.0.p=" in page and len(_images(page)) == 2
