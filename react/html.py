@@ -82,9 +82,12 @@ def write_page(path: str | os.PathLike[str], text: str) -> Path:
 
 # -- one scenario run ------------------------------------------------------------------------------
 def run_page(scenario: Any, on: Mapping[str, JobRun], off: Mapping[str, JobRun] | None = None,
-             *, warmup: int = 0, header: Sequence[str] = ()) -> str:
-    """The page of one run of ``scenario`` (``on``: the jobs as run, REACT on where the file
-    says; ``off``: the same scenario without REACT, when compared)."""
+             *, warmup: int = 0, header: Sequence[str] = (),
+             react: Mapping[str, bool] | None = None) -> str:
+    """The page of one run of ``scenario``: ``on`` holds the jobs as run (REACT on where the
+    file says, or where ``react`` says: a comparison forces it on for every job), ``off`` the
+    same scenario without REACT when compared."""
+    react_of = {j.name: j.react for j in scenario.jobs} | dict(react or {})
     from react import report
 
     title = f"REACT run: {scenario.name}"
@@ -95,9 +98,8 @@ def run_page(scenario: Any, on: Mapping[str, JobRun], off: Mapping[str, JobRun] 
         body.append("<pre>" + html.escape("\n".join(header)) + "</pre>")
     rows = []
     for name, run in on.items():
-        spec = scenario.job(name)
-        s_on = report.summarise(run, react=spec.react, warmup=warmup)
-        line = [name, "on" if spec.react else "off", f"{s_on.mean_time_s * 1e6:.1f}",
+        s_on = report.summarise(run, react=react_of[name], warmup=warmup)
+        line = [name, "on" if react_of[name] else "off", f"{s_on.mean_time_s * 1e6:.1f}",
                 f"{s_on.p95_time_s * 1e6:.1f}", f"{s_on.mean_algbw_gbps:.2f}"]
         if off is not None and name in off:
             s_off = report.summarise(off[name], react=False, warmup=warmup)
@@ -110,12 +112,13 @@ def run_page(scenario: Any, on: Mapping[str, JobRun], off: Mapping[str, JobRun] 
     body += ["<h2>Summary</h2>", _table(head, rows),
              f'<p class="note">Statistics leave out the first {warmup} epoch(s) (warm-up).</p>']
     for name, run in on.items():
-        spec = scenario.job(name)
-        body += _job_sections(name, spec, run, None if off is None else off.get(name))
+        body += _job_sections(name, scenario.job(name), react_of[name], run,
+                              None if off is None else off.get(name))
     return _page(title, body)
 
 
-def _job_sections(name: str, spec: Any, run: JobRun, off: JobRun | None) -> list[str]:
+def _job_sections(name: str, spec: Any, react: bool, run: JobRun,
+                  off: JobRun | None) -> list[str]:
     from react import report
 
     out = [f"<h2>Job {html.escape(name)}: {html.escape(spec.collective)}, {spec.ranks} ranks, "
@@ -131,7 +134,7 @@ def _job_sections(name: str, spec: Any, run: JobRun, off: JobRun | None) -> list
                        text_cols=(1, 2, 5))]
     else:
         out.append('<p class="note">No controller decisions (REACT off for this job).</p>')
-    fig = _timeline_figure(run if spec.react else None, off if spec.react else run)
+    fig = _timeline_figure(run if react else None, off if react else run)
     out += ["<h3>Collective time per epoch</h3>", _img(fig, f"timeline of job {name}")]
     ten = _ten_figure(run)
     if ten is not None:

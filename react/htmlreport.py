@@ -28,11 +28,14 @@ def _slug(text: str) -> str:
 
 def write_run_html(out_dir: str | os.PathLike[str], scenario: Any, on: Any, off: Any = None, *,
                    warmup: int = 0, header: Sequence[str] = ()) -> Path:
-    """Write the page of one run into ``out_dir`` (created); return the page's path."""
+    """Write the page of one run into ``out_dir`` (created); return the page's path. With
+    ``off`` (a comparison) every job of ``on`` ran with REACT."""
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
     page = folder / f"{_slug(scenario.name)}.html"
-    return write_page(page, run_page(scenario, on, off, warmup=warmup, header=header))
+    forced = None if off is None else {name: True for name in on}
+    return write_page(page, run_page(scenario, on, off, warmup=warmup, header=header,
+                                     react=forced))
 
 
 def write_store_pages(out_dir: str | os.PathLike[str], runs: Sequence[RunRecord], *,
@@ -62,7 +65,8 @@ def write_store_pages(out_dir: str | os.PathLike[str], runs: Sequence[RunRecord]
         header = [f"sweep {on_rec.sweep}, point {params or '(base)'}, seed {on_rec.seed}",
                   f"stored by {on_rec.version} at {on_rec.finished_at}"]
         page = folder / f"{k:03d}-{_slug(on_rec.sweep + '-' + params)}.html"
-        write_page(page, run_page(scenario, on, off, warmup=int(warmup), header=header))
+        write_page(page, run_page(scenario, on, off, warmup=int(warmup), header=header,
+                                  react={name: True for name in on}))
         pages.append((page, on_rec))
         if progress is not None:
             progress(k + 1, len(chosen))
