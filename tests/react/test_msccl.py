@@ -213,3 +213,137 @@ def test_cli_import_of_a_bad_file_is_one_line_and_status_2(tmp_path, capsys):
     assert main(["patterns", "import", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "coll='custom' is not supported" in err
+
+
+# -- an independent check: run the XML the way an MSCCL runtime does -------------------------------
+def _execute(xml: str, seed: int = 0):
+    """Run an MSCCL algorithm on numbers: threadblocks step through their instructions in order,
+    an instruction waits for its ``depid``/``deps`` instruction, each (sender, receiver, channel)
+    connection is a FIFO. Inputs are random; returns (inputs, buffers) per GPU, where buffers
+    maps 'i' and 'o' to arrays (in place collectives alias them as msccl-tools' collectives.py
+    says). Fails on a deadlock. Written from the format, not from react.msccl."""
+    import numpy as np
+
+    root = ET.fromstring(xml)
+    coll, n = root.get("coll"), int(root.get("ngpus"))
+    inplace = root.get("inplace") == "1"
+    rng = np.random.default_rng(seed)
+    gpus = {int(g.get("id")): g for g in root.findall("gpu")}
+    size_i = int(gpus[0].get("i_chunks"))
+    size_o = int(gpus[0].get("o_chunks"))
+    inputs, buffers = {}, {}
+    for g in range(n):
+        data = rng.integers(0, 1000, size=size_i).astype(float)
+        inputs[g] = data.copy()
+        if coll == "allgather":
+            out = np.full(size_o, np.nan)
+            if inplace:
+                out[g * size_i:(g + 1) * size_i] = data
+                buffers[g] = {"o": out, "i": out[g * size_i:(g + 1) * size_i]}
+            else:
+                buffers[g] = {"o": out, "i": data}
+        elif coll == "reduce_scatter" and inplace:
+            k = size_i // n
+            buffers[g] = {"i": data, "o": data[g * k:(g + 1) * k]}
+        elif inplace:
+            buffers[g] = {"i": data, "o": data}
+        else:
+            buffers[g] = {"i": data, "o": np.full(max(size_o, size_i), np.nan)}
+    fifo = {}
+    tbs = {(g, int(tb.get("id"))): tb for g, node in gpus.items() for tb in node}
+    pc = {key: 0 for key in tbs}
+
+    def done(g, t, s):
+        return pc[(g, t)] > s
+
+    progress = True
+    while progress:
+        progress = False
+        for (g, t), tb in tbs.items():
+            steps = list(tb)
+            while pc[(g, t)] < len(steps):
+                st = steps[pc[(g, t)]]
+                kind = st.get("type")
+                dep = int(st.get("depid")), int(st.get("deps"))
+                if dep[0] >= 0 and not done(g, *dep):
+                    break
+                cnt = int(st.get("cnt"))
+                send = (g, int(tb.get("send")), int(tb.get("chan")))
+                recv = (int(tb.get("recv")), g, int(tb.get("chan")))
+                if kind in ("r", "rcs", "rrs", "rrc", "rrcs") and not fifo.get(recv):
+                    break
+                src = dst = None
+                if st.get("srcoff") not in (None, "-1"):
+                    off = int(st.get("srcoff"))
+                    src = buffers[g][st.get("srcbuf")][off:off + cnt]
+                if st.get("dstoff") not in (None, "-1"):
+                    off = int(st.get("dstoff"))
+                    dst = buffers[g][st.get("dstbuf")][off:off + cnt]
+                got = fifo[recv].pop(0) if kind in ("r", "rcs", "rrs", "rrc", "rrcs") else None
+                if kind == "s":
+                    fifo.setdefault(send, []).append(src.copy())
+                elif kind == "r":
+                    dst[:] = got
+                elif kind == "rcs":
+                    dst[:] = got
+                    fifo.setdefault(send, []).append(got)
+                elif kind == "rrs":
+                    fifo.setdefault(send, []).append(src + got)
+                elif kind == "rrc":
+                    dst[:] = src + got
+                elif kind == "rrcs":
+                    dst[:] = src + got
+                    fifo.setdefault(send, []).append(dst.copy())
+                elif kind == "cpy":
+                    dst[:] = src
+                elif kind == "re":
+                    dst[:] = dst + src
+                pc[(g, t)] += 1
+                progress = True
+    stuck = [key for key, tb in tbs.items() if pc[key] < len(list(tb))]
+    assert not stuck, f"deadlock: threadblocks {stuck[:3]} never finish"
+    assert not any(fifo.values()), "messages sent but never received"
+    return inputs, buffers
+
+
+def _expected_ok(coll, n, inputs, buffers, root=None):
+    import numpy as np
+
+    total = sum(inputs[g] for g in range(n))
+    k = len(inputs[0]) // n if n and len(inputs[0]) % n == 0 else 0
+    for g in range(n):
+        if coll == "allreduce":
+            out = buffers[g]["i"] if np.isnan(buffers[g]["o"]).all() else buffers[g]["o"]
+            assert np.array_equal(out[:len(total)], total), g
+        elif coll == "allgather":
+            assert np.array_equal(buffers[g]["o"], np.concatenate([inputs[r] for r in range(n)]))
+        elif coll == "reduce_scatter":
+            assert np.array_equal(buffers[g]["o"][:k], total[g * k:(g + 1) * k])
+        elif coll == "broadcast":
+            assert np.array_equal(buffers[g]["i"], inputs[root])
+        elif coll == "reduce" and g == root:
+            assert np.array_equal(buffers[g]["i"], total)
+
+
+@pytest.mark.parametrize("name", sorted(GENERATORS))
+def test_exported_algorithms_compute_their_collective_when_run_like_msccl(name):
+    for n in (2, 3, 4, 5, 8, 11):
+        pattern = GENERATORS[name](n)
+        inputs, buffers = _execute(to_msccl_xml(pattern), seed=n)
+        _expected_ok(pattern.kind, n, inputs, buffers, pattern.root)
+
+
+@pytest.mark.parametrize("path", [AR_RING, AG_RING])
+def test_the_public_examples_compute_their_collective_too(path):
+    # the same interpreter on files someone else wrote: it reads the format as they meant it
+    root = ET.fromstring(path.read_text())
+    inputs, buffers = _execute(path.read_text())
+    _expected_ok(root.get("coll"), int(root.get("ngpus")), inputs, buffers)
+
+
+def test_the_interpreter_notices_a_wrong_algorithm():
+    # one reduce-phase receive turned into a copy loses a contribution: the sums come out wrong
+    xml = to_msccl_xml(allreduce_ring(4)).replace('type="rrc"', 'type="r"', 1)
+    inputs, buffers = _execute(xml)
+    with pytest.raises(AssertionError):
+        _expected_ok("allreduce", 4, inputs, buffers)
