@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import xml.etree.ElementTree as ET
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,12 @@ from react.pattern import Flow, Pattern
 
 MAX_CHANNELS = 32
 """MSCCL's limit on channels (``MAXCHANNELS``)."""
+MAX_COUNT = 72
+"""MSCCL runtimes refuse ``cnt >= 72`` (``MSCCL_MAX_COUNT``): longer runs are split."""
+MAX_STEPS = 256
+"""Instructions per threadblock (``MSCCL_MAX_NUM_STEPS``)."""
+MAX_TBS_PER_CHANNEL = 32
+"""Threadblocks of one GPU on one channel (``MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL``)."""
 
 _RECEIVE = {"copy": "r", "reduce": "rrc"}
 
@@ -101,7 +108,7 @@ def _runs(flow: Flow, layout: tuple[tuple[int, int], ...]) -> list[tuple[int, in
     units = sorted(u for c in flow.chunks for u in range(layout[c][0], sum(layout[c])))
     runs: list[tuple[int, int]] = []
     for u in units:
-        if runs and runs[-1][0] + runs[-1][1] == u:
+        if runs and runs[-1][0] + runs[-1][1] == u and runs[-1][1] < MAX_COUNT - 1:
             runs[-1] = (runs[-1][0], runs[-1][1] + 1)
         else:
             runs.append((u, 1))
@@ -153,14 +160,22 @@ def _link(pattern: Pattern, blocks: dict[tuple, _Block]) -> None:
     by_gpu: dict[int, list[_Block]] = {}
     for block in blocks.values():
         by_gpu.setdefault(block.gpu, []).append(block)
-    for gpu_blocks in by_gpu.values():
+    for gpu, gpu_blocks in by_gpu.items():
         gpu_blocks.sort(key=lambda b: (b.send, b.recv, b.chan))
+        per_channel = Counter(b.chan for b in gpu_blocks)
+        chan, count = per_channel.most_common(1)[0]
+        if count > MAX_TBS_PER_CHANNEL:
+            raise MscclError(f"to_msccl_xml: gpu {gpu} needs {count} threadblocks on channel "
+                             f"{chan}; MSCCL allows {MAX_TBS_PER_CHANNEL}")
         for i, block in enumerate(gpu_blocks):
             block.id = i
             at = 0
             for entry in block.entries:
                 entry.first = at + max(0, len(entry.deps) - 1)
                 at = entry.last + 1
+            if at > MAX_STEPS:
+                raise MscclError(f"to_msccl_xml: gpu {gpu} threadblock {i} needs {at} steps; "
+                                 f"MSCCL allows {MAX_STEPS}")
 
 
 def _render(pattern: Pattern, blocks: dict[tuple, _Block], units: int,

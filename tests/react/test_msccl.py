@@ -347,3 +347,18 @@ def test_the_interpreter_notices_a_wrong_algorithm():
     inputs, buffers = _execute(xml)
     with pytest.raises(AssertionError):
         _expected_ok("allreduce", 4, inputs, buffers)
+
+
+def test_msccl_runtime_limits_hold_on_large_patterns():
+    # MSCCL runtimes refuse cnt >= 72, more than 256 steps in a threadblock, more than 32
+    # channels. Halving-doubling at 256 ranks sends 128 chunks in one message at its last
+    # step: the export splits it into runs of at most 71, and the import joins them again.
+    from react.patterns import allreduce_halving_doubling
+
+    pattern = allreduce_halving_doubling(256)
+    xml = to_msccl_xml(pattern)
+    root = ET.fromstring(xml)
+    assert max(int(st.get("cnt")) for g in root for tb in g for st in tb) == 71
+    assert max(len(tb) for g in root for tb in g) <= 256
+    assert int(root.get("nchannels")) <= 32
+    assert from_msccl_xml(xml) == pattern
