@@ -73,9 +73,8 @@ def from_msccl_xml(text: str, *, source: str = "MSCCL XML", check: bool = True) 
         names the GPU, threadblock and step.
     """
     algo = parse_algo(text, source)
-    messages, local_moves = _match(algo)
-    if local_moves:
-        raise MscclError(f"{source}: {local_moves[0]}")
+    _check_in_place(algo)
+    messages = _match(algo)
     steps = _time(algo, messages)
     pattern = _pattern(algo, messages, steps)
     if check:
@@ -89,10 +88,24 @@ def from_msccl_xml(text: str, *, source: str = "MSCCL XML", check: bool = True) 
 
 
 # -- matching --------------------------------------------------------------------------------------
-def _match(algo: Algo) -> tuple[list[_Message], list[str]]:
+def _check_in_place(algo: Algo) -> None:
+    """An instruction with a source and a destination must keep the data where it is (a cpy or
+    re between the input and output views of one chunk is fine: a no-op for REACT)."""
+    for gpu in algo.gpus:
+        for tb in gpu.tbs:
+            for i in tb.instrs:
+                if i.src_units and i.dst_units and i.src_units != i.dst_units:
+                    raise MscclError(
+                        f"{algo.source}: {i.where} moves units {_span(i.src_units)} to "
+                        f"{_span(i.dst_units)}; REACT patterns keep every chunk at its place"
+                    )
+
+
+def _match(algo: Algo) -> list[_Message]:
+    """Pair the k-th send of every connection (sender, receiver, channel) with its k-th
+    receive, checking counts, sizes and places."""
     src = algo.source
     messages: list[_Message] = []
-    problems: list[str] = []
     receivers: dict[tuple[int, int, int], list] = {}
     for gpu in algo.gpus:
         for tb in gpu.tbs:
@@ -117,11 +130,11 @@ def _match(algo: Algo) -> tuple[list[_Message], list[str]]:
         inn = [i for i in (receivers[key][0].instrs if key in receivers else ())
                if i.type in _RECEIVES]
         if len(out) != len(inn):
+            longer = out if len(out) > len(inn) else inn
             raise MscclError(
                 f"{src}: gpu {u} sends {len(out)} message(s) to gpu {v} on channel {chan} but "
-                f"gpu {v} receives {len(inn)} from gpu {u} on that channel"
-                + (f" (first unmatched: {(out or inn)[min(len(out), len(inn))].where})"
-                   if out or inn else "")
+                f"gpu {v} receives {len(inn)} from gpu {u} on that channel (first unmatched: "
+                f"{longer[min(len(out), len(inn))].where})"
             )
         for s, r in zip(out, inn, strict=True):
             if s.cnt != r.cnt:
@@ -134,17 +147,7 @@ def _match(algo: Algo) -> tuple[list[_Message], list[str]]:
                     f"units {_span(got)}; REACT patterns keep every chunk at its place"
                 )
             messages.append(_Message(u, v, s, r, sent))
-    for gpu in algo.gpus:
-        for tb in gpu.tbs:
-            for i in tb.instrs:
-                # an instruction with both a source and a destination must keep the data in
-                # place (cpy/re between the input and output views of one chunk are no-ops)
-                if i.src_units and i.dst_units and i.src_units != i.dst_units:
-                    problems.append(
-                        f"{i.where} ({i.type}) moves units {_span(i.src_units)} to "
-                        f"{_span(i.dst_units)}; REACT patterns keep every chunk at its place"
-                    )
-    return messages, problems
+    return messages
 
 
 # -- timing ----------------------------------------------------------------------------------------

@@ -144,6 +144,10 @@ def _edit(xml: str, old: str, new: str, count: int = 1) -> str:
      "depends on threadblock 7 step 0"),
     (lambda: _edit(_ring_xml(), 'dstoff="0" cnt="1"', 'dstoff="9" cnt="1"'),
      "runs past the 3 chunks"),
+    # the public AllGather's first local copy sent to the wrong place of the output
+    (lambda: _edit(AG_RING.read_text(), 'dstbuf="o" dstoff="0" cnt="1" depid="-1"',
+                   'dstbuf="o" dstoff="2" cnt="1" depid="-1"'),
+     "gpu 0 threadblock 0 step 0 (cpy) moves units 0 to 2"),
 ])
 def test_malformed_xml_is_rejected_naming_the_place(make, expected):
     with pytest.raises(MscclError, match=re.escape(expected)):
