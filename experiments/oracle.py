@@ -52,7 +52,7 @@ from react.estimate import FctHistory, FctModel
 from react.jobs import JobRun, run_jobs
 from react.outdir import experiment_dirs
 from react.pattern import Pattern
-from react.scenario import Scenario, build, parse_scenario
+from react.scenario import Scenario, open_jobs, parse_scenario
 from react.swapspace import SwapSpace
 
 WARMUP = 25
@@ -61,10 +61,10 @@ WARMUP = 25
 def run_fixed(scenario: Scenario, pattern: Pattern | None = None,
               react: bool = False) -> JobRun:
     """Run the scenario's single job with ``pattern`` (None: its own) fixed, or with REACT."""
-    _net, jobs = build(scenario, react=react)
-    if pattern is not None:
-        jobs[0].pattern = pattern
-    return run_jobs(jobs)[jobs[0].name]
+    with open_jobs(scenario, react=react) as jobs:
+        if pattern is not None:
+            jobs[0].pattern = pattern
+        return run_jobs(jobs)[jobs[0].name]
 
 
 def mean_algbw_gbps(run: JobRun, warmup: int = WARMUP) -> float:

@@ -63,16 +63,22 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run", parents=[common], help="run a scenario file and print tables and decisions",
         description="Run a scenario (TOML, see react/scenario.py or experiments/scenarios/) on "
-                    "the simulator: a progress bar, a table per job (mean and p95 collective "
-                    "time, mean algorithm bandwidth after the warm-up), then every controller "
-                    "decision.",
-        epilog="Example: react run experiments/scenarios/closed_loop_star.toml --compare",
+                    "its backend (the simulator unless the file or --backend says otherwise): a "
+                    "progress bar, a table per job (mean and p95 collective time, mean algorithm "
+                    "bandwidth after the warm-up), then every controller decision.",
+        epilog="Examples: react run experiments/scenarios/closed_loop_star.toml --compare\n"
+               "          react run experiments/scenarios/closed_loop_star.toml --backend emu "
+               "--epochs 30   (as root: real ranks over an emulated network)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("scenario", metavar="SCENARIO", help="scenario TOML file")
     run.add_argument("--compare", action="store_true",
                      help="run without and with REACT (same seeds) and show both side by side")
     run.add_argument("--epochs", type=positive_int, metavar="N",
                      help="run every job N epochs instead of the file's value")
+    run.add_argument("--backend", metavar="NAME", choices=("sim", "emu"),
+                     help="run on this backend instead of the file's: sim (flowsim) or emu "
+                          "(rank processes over network namespaces; needs root)")
     run.add_argument("--warmup", type=non_negative_int, default=report.DEFAULT_WARMUP, metavar="N",
                      help=f"epochs left out of the statistics (default {report.DEFAULT_WARMUP}; "
                           "all epochs count when a job runs no more than N)")
@@ -173,7 +179,9 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     scenario = load_scenario(args.scenario)
     if args.epochs is not None:
         scenario = scenario.with_epochs(args.epochs)
-    window = _check_trace_args(args)
+    if args.backend is not None:
+        scenario = scenario.with_backend(args.backend)
+    window = _check_trace_args(args, scenario.backend)
     total = sum(j.epochs for j in scenario.jobs) * (2 if args.compare else 1)
     _print_header(scenario, out)
     recorded: list[Any] = []
@@ -253,12 +261,15 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _check_trace_args(args: argparse.Namespace) -> tuple[int, int] | None:
+def _check_trace_args(args: argparse.Namespace, backend: str) -> tuple[int, int] | None:
     """Fail before a long run, not after it: the trace window and where the trace goes."""
     if not args.trace:
         if args.trace_epochs:
             raise _UsageError("--trace-epochs needs --trace OUT.json")
         return None
+    if args.trace_tracks == "link" and backend != "sim":
+        raise _UsageError(f"--trace-tracks link needs the simulator's flow records; this run "
+                          f"uses the {backend!r} backend (per-rank tracks work everywhere)")
     from react.trace import parse_window
 
     target = Path(args.trace)
@@ -276,12 +287,18 @@ def _check_trace_args(args: argparse.Namespace) -> tuple[int, int] | None:
 
 def _print_header(scenario: Any, out: TextIO) -> None:
     print(f"scenario {scenario.name}: {scenario.description or scenario.source}", file=out)
-    print(f"  topology  {scenario.topology.name}, ECMP seed {scenario.seed}", file=out)
+    print(f"  topology  {scenario.topology.name}, ECMP seed {scenario.seed}; backend "
+          f"{scenario.backend}", file=out)
     for j in scenario.jobs:
         hosts = ", ".join(j.hosts[:4]) + (", ..." if len(j.hosts) > 4 else "")
         print(f"  job {j.name}: {j.collective}, {j.ranks} ranks on {hosts}; "
               f"{j.message_bytes / 1e6:g} MB, {j.epochs} epochs, REACT "
               f"{'on' if j.react else 'off'}", file=out)
+    if scenario.backend == "emu":
+        e = scenario.emu
+        print(f"  emulator  links scaled so the fastest runs at {e.link_rate_bps / 1e6:g} Mbit/s; "
+              f"every message {e.message_bytes / 2**20:g} MiB; {e.transport} transport; "
+              f"new patterns apply {e.apply_delay_epochs} epochs after a decision", file=out)
     for b in scenario.background:
         print(f"  background {b.kind} {b.src} -> {b.dst} x{b.p}", file=out)
     for f in scenario.failures:

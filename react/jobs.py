@@ -1,28 +1,40 @@
-"""Jobs in a closed loop on the simulator: epochs, batches, controller decisions, all jobs at once.
+"""The one job driver: every job of a run, on whatever backend, to its last epoch.
 
-Each :class:`Job` is a SimPy process on the shared network's clock: it runs its pattern epoch
-after epoch on its :class:`~react.backends.sim.SimBackend`; with a controller it hands every
-batch of ``B`` epochs run with the controller's current pattern to
-:meth:`react.controller.Controller.observe` and switches to the returned pattern after
-``apply_delay_epochs`` epochs (epochs run meanwhile use the old pattern and are not handed to the
-controller, so every batch it sees ran one pattern only). Several jobs and background traffic
-advance together in simulated time; :func:`run_jobs` returns when every job has run its epochs.
+A :class:`Job` is a pattern, a backend that runs it, a number of epochs and optionally a
+controller. :func:`run_jobs` drives them all at once, each the way its backend naturally runs:
+
+- jobs on the simulator (:class:`~react.backends.sim.SimBackend`) are SimPy processes on their
+  shared network's clock, so several jobs and background traffic advance together in simulated
+  time; each epoch's pattern comes from the job's :class:`~react.tuning.TuningLoop`, which hands
+  batches to the controller and schedules its pattern changes;
+- jobs on any other stepped :class:`~react.backends.base.Backend` run in a thread each, with the
+  same loop, one epoch at a time;
+- jobs on a :class:`~react.backends.base.TunedBackend` (real ranks: the emulator, GPUs) run in a
+  thread each; the loop runs inside the job, in RTuner on its leader rank, and the driver collects
+  the record when the job ends.
+
+The controller never knows which of these produced its observations.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import simpy
 
-from react.backends.base import EpochResult
+from react.backends.base import Backend, JobRun, TunedBackend
 from react.backends.sim import SimBackend
-from react.controller import Controller, Decision
+from react.controller import Controller
 from react.errors import ReactError
 from react.pattern import Pattern
 from react.tuning import TuningLoop
+
+__all__ = ["Job", "JobRun", "run_jobs"]
+
+OnEpoch = Callable[[str, int], None]
 
 
 @dataclass
@@ -30,7 +42,7 @@ class Job:
     """One collective job: where it runs, what it runs, for how long, with or without REACT."""
 
     name: str
-    backend: SimBackend
+    backend: Backend | TunedBackend
     pattern: Pattern
     epochs: int
     controller: Controller | None = None
@@ -41,59 +53,98 @@ class Job:
                              f"{self.epochs!r}")
         if self.controller is not None and self.controller.pattern != self.pattern:
             raise ReactError(f"Job {self.name!r}: the controller starts from another pattern")
+        if not isinstance(self.backend, (Backend, TunedBackend)):
+            raise ReactError(f"Job {self.name!r}: backend {type(self.backend).__name__} has "
+                             "neither run_epochs (a stepped Backend) nor run_job (a TunedBackend)")
 
 
-@dataclass
-class JobRun:
-    """What one job did: every epoch's result, the pattern each ran, every decision."""
-
-    name: str
-    results: list[EpochResult] = field(default_factory=list)
-    patterns: list[Pattern] = field(default_factory=list)
-    decisions: list[Decision] = field(default_factory=list)
-
-    def times_s(self) -> list[float]:
-        return [r.collective_time_s for r in self.results]
-
-
-def _job_process(
-    job: Job, run: JobRun, on_epoch: Callable[[str, int], None] | None
-) -> Generator[simpy.Event, Any, None]:
-    env = job.backend.env
+def _sim_job(job: Job, run: JobRun, on_epoch: OnEpoch | None
+             ) -> Generator[simpy.Event, Any, None]:
+    backend = job.backend
+    assert isinstance(backend, SimBackend)
     loop = TuningLoop(job.pattern, job.controller)
     for epoch in range(job.epochs):
         pattern = loop.pattern_for(epoch)
-        result = yield env.process(job.backend.epoch(pattern))
-        run.results.append(result)
-        run.patterns.append(pattern)
-        if on_epoch is not None:
-            on_epoch(job.name, epoch)
-        decision = loop.record(epoch, result)
-        if decision is not None:
-            run.decisions.append(decision)
+        result = yield backend.env.process(backend.epoch(pattern))
+        _record(job, run, loop, epoch, pattern, result, on_epoch)
 
 
-def run_jobs(
-    jobs: Sequence[Job], *, on_epoch: Callable[[str, int], None] | None = None
-) -> dict[str, JobRun]:
-    """Run every job to its last epoch on their shared clock; return each job's record.
+def _stepped_job(job: Job, run: JobRun, on_epoch: OnEpoch | None) -> None:
+    backend = job.backend
+    assert isinstance(backend, Backend)
+    loop = TuningLoop(job.pattern, job.controller)
+    for epoch in range(job.epochs):
+        pattern = loop.pattern_for(epoch)
+        (result,) = backend.run_epochs(pattern, 1)
+        _record(job, run, loop, epoch, pattern, result, on_epoch)
+
+
+def _record(job: Job, run: JobRun, loop: TuningLoop, epoch: int, pattern: Pattern, result: Any,
+            on_epoch: OnEpoch | None) -> None:
+    run.results.append(result)
+    run.patterns.append(pattern)
+    if on_epoch is not None:
+        on_epoch(job.name, epoch)
+    decision = loop.record(epoch, result)
+    if decision is not None:
+        run.decisions.append(decision)
+
+
+def run_jobs(jobs: Sequence[Job], *, on_epoch: OnEpoch | None = None) -> dict[str, JobRun]:
+    """Run every job to its last epoch, all at once; return each job's record by name.
 
     Parameters
     ----------
     jobs : sequence of Job
-        Jobs whose backends share one network (and so one SimPy environment).
+        Simulator jobs must share one network (one SimPy environment); simulator jobs and jobs
+        on real backends cannot be mixed in one call (they keep different clocks).
     on_epoch : callable, optional
-        Called as ``on_epoch(job_name, epoch)`` after each epoch (progress bars).
+        Called as ``on_epoch(job_name, epoch)`` after each epoch (progress bars); from worker
+        threads for real backends.
     """
     if not jobs:
         raise ReactError("run_jobs: no jobs given")
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
         raise ReactError(f"run_jobs: job names must be unique, got {names}")
-    env = jobs[0].backend.env
-    if any(j.backend.env is not env for j in jobs):
-        raise ReactError("run_jobs: all jobs must share one network (one SimPy environment)")
+    simulated = [j for j in jobs if isinstance(j.backend, SimBackend)]
+    if simulated and len(simulated) != len(jobs):
+        raise ReactError("run_jobs: simulator jobs and jobs on other backends cannot run in one "
+                         "call (they keep different clocks)")
     runs = {j.name: JobRun(j.name) for j in jobs}
-    procs = [env.process(_job_process(j, runs[j.name], on_epoch)) for j in jobs]
-    env.run(until=simpy.AllOf(env, procs))
+    if simulated:
+        env = jobs[0].backend.env  # type: ignore[union-attr]
+        if any(j.backend.env is not env for j in jobs):  # type: ignore[union-attr]
+            raise ReactError("run_jobs: all jobs must share one network (one SimPy environment)")
+        procs = [env.process(_sim_job(j, runs[j.name], on_epoch)) for j in jobs]
+        env.run(until=simpy.AllOf(env, procs))
+        return runs
+    return _run_threads(jobs, runs, on_epoch)
+
+
+def _run_threads(jobs: Sequence[Job], runs: dict[str, JobRun], on_epoch: OnEpoch | None
+                 ) -> dict[str, JobRun]:
+    errors: list[BaseException] = []
+
+    def body(job: Job) -> None:
+        try:
+            if isinstance(job.backend, TunedBackend):
+                runs[job.name] = job.backend.run_job(job.name, job.pattern, job.epochs,
+                                                     job.controller, on_epoch)
+            else:
+                _stepped_job(job, runs[job.name], on_epoch)
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors.append(exc)
+
+    if len(jobs) == 1:
+        body(jobs[0])
+    else:
+        threads = [threading.Thread(target=body, args=(j,), name=f"job-{j.name}", daemon=True)
+                   for j in jobs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
     return runs

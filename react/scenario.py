@@ -5,7 +5,8 @@ without REACT), the background traffic and the link failures, and the seeds that
 repeat exactly. :func:`load_scenario` reads and validates the file into frozen records; every
 mistake is a :class:`ScenarioError` naming the key path (``jobs[1].placement``), the bad value and
 what was expected, so that a typo never silently changes an experiment. :func:`run_scenario`
-builds a fresh :class:`~flowsim.network.Network` and runs the jobs; :func:`compare_scenario` runs
+builds the scenario on its backend (a fresh :class:`~flowsim.network.Network`, or an emulated
+network of namespaces with real rank processes) and runs the jobs; :func:`compare_scenario` runs
 the same scenario twice, without and with REACT, on identical seeds (same background, same ECMP
 hashes, same per-epoch port choices), so the two columns of a table differ only by REACT.
 
@@ -14,8 +15,15 @@ The file (every key is listed; anything else is an error)::
     name = "worked-example"          # optional, default: the file name
     description = "..."              # optional
     seed = 0                         # ECMP hash seed of the network; default seed of each job
-    backend = "sim"                  # only "sim" exists so far
+    backend = "sim"                  # "sim" (flowsim) | "emu" (real ranks, emulated network)
     connections = 4                  # ECMP connections per rank pair (default for every job)
+
+    [emu]                            # optional; used when the backend is "emu"
+    link_rate_bps = 200e6            # the fastest link's emulated rate; others scale with it
+    message_bytes = 4194304          # every job's message on the emulator (default 4 MiB)
+    transport = "socket"             # "socket" (base packages) | "torch" (Gloo; extra [torch])
+    apply_delay_epochs = 5           # epochs a new pattern takes to reach every rank (§6.3)
+    timeout_s = 120                  # bound on any wait of a rank or of the tuner
 
     [topology]                       # a builder of flowsim.topologies and its parameters ...
     name = "star"                    # star | leaf_spine | fat_tree | alibaba_fabric
@@ -59,12 +67,14 @@ them with the job's seed. An explicit host list may share hosts with other jobs 
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
 import numbers
 import os
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -74,9 +84,9 @@ import numpy as np
 from flowsim.errors import FlowsimError
 from flowsim.topologies import alibaba_fabric, fat_tree, leaf_spine, star
 from flowsim.topology import Topology
+from react.backends.base import JobRun
 from react.controller import ControllerConfig
 from react.errors import ReactError
-from react.jobs import JobRun
 from react.patterns import GENERATORS
 
 __all__ = [
@@ -85,12 +95,15 @@ __all__ = [
     "TOPOLOGIES",
     "BackgroundSpec",
     "Comparison",
+    "EmuSpec",
     "FailureSpec",
     "JobSpec",
     "Scenario",
     "ScenarioError",
     "compare_scenario",
+    "controllers",
     "load_scenario",
+    "open_jobs",
     "parse_scenario",
     "run_scenario",
 ]
@@ -103,8 +116,14 @@ TOPOLOGIES: dict[str, Callable[..., Topology]] = {
 }
 """Topology builders a scenario may name (the string registry lives at this edge only)."""
 
-BACKENDS: tuple[str, ...] = ("sim",)
-"""Backends a scenario may name. ns-3, the emulator and torch will join this list."""
+BACKENDS: dict[str, str] = {
+    "sim": "react.backends.sim",
+    "emu": "react.backends.emu.world",
+}
+"""Backends a scenario may name, and the module whose ``scenario_jobs`` builds a scenario's jobs
+on it (imported only when used). ns-3 and GPUs will join."""
+
+EMU_TRANSPORTS: tuple[str, ...] = ("socket", "torch")
 
 PLACEMENTS: tuple[str, ...] = ("first", "spread", "random")
 """Placement rules; an explicit list of host names is the alternative."""
@@ -175,6 +194,17 @@ class FailureSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class EmuSpec:
+    """How the emulator scales and runs a scenario (the ``[emu]`` table; module docstring)."""
+
+    link_rate_bps: float = 200e6
+    message_bytes: float = 4 * 1024 * 1024
+    transport: str = "socket"
+    apply_delay_epochs: int = 5
+    timeout_s: float = 120.0
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     """A validated scenario: the built topology, resolved jobs, background and failures."""
 
@@ -187,6 +217,7 @@ class Scenario:
     background: tuple[BackgroundSpec, ...] = ()
     failures: tuple[FailureSpec, ...] = ()
     source: str = "<scenario>"
+    emu: EmuSpec = EmuSpec()
 
     def job(self, name: str) -> JobSpec:
         for job in self.jobs:
@@ -203,6 +234,14 @@ class Scenario:
         if epochs > MAX_EPOCHS:
             raise ScenarioError(f"epochs must be at most {MAX_EPOCHS:,}, got {epochs!r}")
         return replace(self, jobs=tuple(replace(j, epochs=epochs) for j in self.jobs))
+
+    def with_backend(self, backend: str) -> Scenario:
+        """The same scenario on another backend (the CLI's --backend)."""
+        if backend not in BACKENDS:
+            raise ScenarioError(
+                f"backend {backend!r} does not exist; expected one of {', '.join(BACKENDS)}"
+            )
+        return replace(self, backend=backend)
 
 
 # -- validation helpers --------------------------------------------------------------------------
@@ -373,10 +412,24 @@ def parse_scenario(
         _failure(_Table(raw, f"failures[{i}]", source), topology)
         for i, raw in enumerate(_array(top, "failures"))
     )
+    emu = _emu(_Table(top.raw("emu", {}), "emu", source))
     top.done(("name", "description", "seed", "backend", "connections", "topology", "jobs",
-              "background", "failures"))
+              "background", "failures", "emu"))
     return Scenario(name, description, seed, backend, topology, tuple(jobs), background,
-                    failures, source)
+                    failures, source, emu)
+
+
+def _emu(t: _Table) -> EmuSpec:
+    d = EmuSpec()
+    spec = EmuSpec(
+        link_rate_bps=t.number("link_rate_bps", d.link_rate_bps, positive=True),
+        message_bytes=t.number("message_bytes", d.message_bytes, positive=True),
+        transport=t.string("transport", d.transport, choices=EMU_TRANSPORTS),
+        apply_delay_epochs=t.integer("apply_delay_epochs", d.apply_delay_epochs, minimum=0),
+        timeout_s=t.number("timeout_s", d.timeout_s, positive=True),
+    )
+    t.done(("link_rate_bps", "message_bytes", "transport", "apply_delay_epochs", "timeout_s"))
+    return spec
 
 
 def _array(table: _Table, name: str) -> list[Any]:
@@ -585,53 +638,34 @@ def _failure(t: _Table, topo: Topology) -> FailureSpec:
 
 
 # -- running -------------------------------------------------------------------------------------
-def build(scenario: Scenario, *, react: bool | None = None) -> tuple[Any, list[Any]]:
-    """A fresh network carrying the scenario's failures and background, and its jobs.
+@contextmanager
+def open_jobs(scenario: Scenario, *, react: bool | None = None) -> Iterator[list[Any]]:
+    """The scenario's jobs built on its backend, ready for :func:`react.jobs.run_jobs`.
 
-    ``react`` overrides every job's on/off switch (None: as the file says). Everything random is
-    seeded from the scenario, so two builds run identically up to the controllers' decisions.
+    ``react`` overrides every job's on/off switch (None: as the file says). Whatever the backend
+    holds (an emulated network, processes) is released when the block exits, however it exits.
+    Everything random is seeded from the scenario, so on the simulator two builds run
+    identically up to the controllers' decisions.
     """
-    from flowsim.network import Network  # the simulation engine is needed only to run
-    from flowsim.traffic import long_lived, periodic_bulk, poisson_on_off
-    from react.backends.sim import SimBackend
-    from react.controller import Controller
-    from react.jobs import Job
-
-    if scenario.backend not in BACKENDS:  # a Scenario built by hand
+    module = BACKENDS.get(scenario.backend)
+    if module is None:  # a Scenario built by hand
         raise ScenarioError(
             f"backend {scenario.backend!r} does not exist; expected one of {', '.join(BACKENDS)}"
         )
-    net = Network(scenario.topology, seed=scenario.seed)
-    for failure in scenario.failures:
-        link = scenario.topology.link(failure.src, failure.dst)
-        net.schedule_link_capacity(failure.at_s, link.id, failure.capacity_bps)
-        if failure.recover_s is not None:
-            net.schedule_link_capacity(failure.recover_s, link.id, link.capacity_bps)
-    for i, bg in enumerate(scenario.background):
-        common: dict[str, Any] = {"start_s": bg.start_s, "stop_s": bg.stop_s,
-                                  "tenant": bg.tenant}
-        for k in range(bg.p):
-            port = bg.port + k
-            if bg.kind == "long_lived":
-                long_lived(net, bg.src, bg.dst, port=port, **common)
-            elif bg.kind == "periodic_bulk":
-                assert bg.size_bytes is not None and bg.period_s is not None  # parse checked
-                periodic_bulk(net, bg.src, bg.dst, bg.size_bytes, bg.period_s, port=port,
-                              **common)
-            else:
-                assert bg.mean_on_s is not None and bg.mean_off_s is not None
-                poisson_on_off(net, bg.src, bg.dst, mean_on_s=bg.mean_on_s,
-                               mean_off_s=bg.mean_off_s, seed=scenario.seed + i, port=port,
-                               **common)
-    jobs = []
+    with importlib.import_module(module).scenario_jobs(scenario, react=react) as jobs:
+        yield jobs
+
+
+def controllers(scenario: Scenario, react: bool | None) -> list[Any]:
+    """Each job's pattern and controller (None where REACT is off), in job order."""
+    from react.controller import Controller
+
+    out = []
     for spec in scenario.jobs:
         pattern = GENERATORS[spec.collective](spec.ranks)
-        backend = SimBackend(net, spec.hosts, spec.message_bytes, connections=spec.connections,
-                             compute_gap_s=spec.compute_gap_s, seed=spec.seed, tenant=spec.name)
         on = spec.react if react is None else react
-        controller = Controller(pattern, spec.controller) if on else None
-        jobs.append(Job(spec.name, backend, pattern, spec.epochs, controller))
-    return net, jobs
+        out.append((pattern, Controller(pattern, spec.controller) if on else None))
+    return out
 
 
 def run_scenario(
@@ -640,7 +674,7 @@ def run_scenario(
     react: bool | None = None,
     on_epoch: Callable[[str, int], None] | None = None,
 ) -> dict[str, JobRun]:
-    """Run the scenario on a fresh simulated network; return each job's record by name.
+    """Run the scenario on its backend; return each job's record by name.
 
     Parameters
     ----------
@@ -652,9 +686,9 @@ def run_scenario(
     """
     from react.jobs import run_jobs
 
-    _net, jobs = build(scenario, react=react)
     try:
-        return run_jobs(jobs, on_epoch=on_epoch)
+        with open_jobs(scenario, react=react) as jobs:
+            return run_jobs(jobs, on_epoch=on_epoch)
     except FlowsimError as exc:  # e.g. a background source timed before the start
         raise ScenarioError(f"{scenario.source}: {exc}") from None
 

@@ -12,8 +12,9 @@ Long runs: only a window of epochs is written (``epochs=(first, last)``, default
 :data:`DEFAULT_WINDOW`), so that a trace stays small enough for a browser to open.
 
 The runs come from :func:`run_recorded`, which runs a scenario like
-:func:`react.scenario.run_scenario` and also keeps the network's flow records (start, end, path of
-every flow), which the per-link view needs.
+:func:`react.scenario.run_scenario` and also keeps the simulated network's flow records (start,
+end, path of every flow), which the per-link view needs; a run on another backend has per-rank
+tracks only, its epochs laid back to back.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from typing import Any
 
 from flowsim.errors import FlowsimError
 from flowsim.records import FlowRecord
+from react.backends.base import JobRun
 from react.errors import ReactError
-from react.jobs import JobRun
 
 __all__ = ["DEFAULT_WINDOW", "Recorded", "TraceError", "run_recorded", "trace_events",
            "write_trace"]
@@ -54,16 +55,22 @@ class Recorded:
 
 def run_recorded(scenario: Any, *, react: bool | None = None, label: str = "",
                  on_epoch: Callable[[str, int], None] | None = None) -> Recorded:
-    """Run ``scenario`` as :func:`react.scenario.run_scenario` does, keeping the flow records."""
+    """Run ``scenario`` as :func:`react.scenario.run_scenario` does, keeping the network's flow
+    records when it runs on the simulator (other backends have no flow records: their timeline
+    is per rank, from each epoch's flow timings)."""
+    from react.backends.sim import SimBackend
     from react.jobs import run_jobs
-    from react.scenario import ScenarioError, build
+    from react.scenario import ScenarioError, open_jobs
 
-    net, jobs = build(scenario, react=react)
     try:
-        runs = run_jobs(jobs, on_epoch=on_epoch)
+        with open_jobs(scenario, react=react) as jobs:
+            runs = run_jobs(jobs, on_epoch=on_epoch)
+            nets = {id(j.backend.network): j.backend.network for j in jobs
+                    if isinstance(j.backend, SimBackend)}
+            records = tuple(r for net in nets.values() for r in net.records)
     except FlowsimError as exc:
         raise ScenarioError(f"{scenario.source}: {exc}") from None
-    return Recorded(label, runs, tuple(net.records))
+    return Recorded(label, runs, records)
 
 
 def parse_window(text: str) -> tuple[int, int]:
@@ -111,7 +118,10 @@ def trace_events(scenario: Any, recorded: Sequence[Recorded], *, tracks: str = "
             label = f"job {spec.name}" + (f" ({rec.label})" if rec.label else "")
             _name_process(events, pid, label, pid)
             job_records = _by_epoch(rec.records, spec.name)
-            starts = {e: min(r.start_s for r in rs) for e, rs in job_records.items() if rs}
+            starts = _epoch_starts(spec, run, job_records)
+            if tracks == "link" and not job_records:
+                raise TraceError(f"--trace-tracks link needs the simulator's flow records; job "
+                                 f"{spec.name!r} ran on the {scenario.backend!r} backend")
             _epochs_track(events, pid, spec, run, starts, first, last)
             for e in range(first, min(last, len(run.results) - 1) + 1):
                 if tracks == "rank":
@@ -179,6 +189,19 @@ def _by_epoch(records: Iterable[FlowRecord], job: str) -> dict[int, list[FlowRec
         if r.tenant == job and r.tag.startswith("epoch"):
             out.setdefault(int(r.tag[5:]), []).append(r)
     return out
+
+
+def _epoch_starts(spec: Any, run: JobRun, records: Mapping[int, list[FlowRecord]]
+                  ) -> dict[int, float]:
+    """When each epoch began: its first flow's start on the simulator; elsewhere (no records)
+    the epochs back to back, each followed by the job's compute gap."""
+    if records:
+        return {e: min(r.start_s for r in rs) for e, rs in records.items() if rs}
+    starts, t = {}, 0.0
+    for e, result in enumerate(run.results):
+        starts[e] = t
+        t += result.collective_time_s + spec.compute_gap_s
+    return starts
 
 
 def _epochs_track(events: list[dict[str, Any]], pid: int, spec: Any, run: JobRun,

@@ -8,10 +8,14 @@ separation).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from react.pattern import Flow, Pattern
+
+if TYPE_CHECKING:
+    from react.controller import Controller, Decision
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +57,31 @@ class EpochResult:
         return 8.0 * self.message_bytes / self.collective_time_s
 
 
+@dataclass
+class JobRun:
+    """What one job did: every epoch's result, the pattern each ran, every decision.
+
+    ``info`` carries what a backend measured beyond the epochs (a real runtime's tuner overhead,
+    switching cost, clock offsets); empty on the simulator.
+    """
+
+    name: str
+    results: list[EpochResult] = field(default_factory=list)
+    patterns: list[Pattern] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    info: dict[str, object] = field(default_factory=dict)
+
+    def times_s(self) -> list[float]:
+        return [r.collective_time_s for r in self.results]
+
+
 @runtime_checkable
 class Backend(Protocol):
-    """What runs a collective: the simulator, ns-3, the namespace emulator, or real GPUs."""
+    """What runs a collective, stepped by the driver: the simulator, ns-3.
+
+    The driver (:func:`react.jobs.run_jobs`) owns the closed loop: it asks for epochs with the
+    pattern :class:`react.tuning.TuningLoop` names and hands the results back to the loop.
+    """
 
     def run_epochs(self, pattern: Pattern, epochs: int) -> list[EpochResult]:
         """Execute ``pattern`` ``epochs`` times back to back and report each execution."""
@@ -63,4 +89,29 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release whatever the backend holds (processes, namespaces, communicators)."""
+        ...
+
+
+@runtime_checkable
+class TunedBackend(Protocol):
+    """What runs a whole job by itself, closed loop included: real ranks (emulator, GPUs).
+
+    The controller runs where the paper puts it, in RTuner on a leader rank
+    (:mod:`react.runtime.tuner`), with the same :class:`react.tuning.TuningLoop` rules as the
+    stepped backends; the driver only starts the job and collects its record.
+    """
+
+    def run_job(
+        self,
+        name: str,
+        pattern: Pattern,
+        epochs: int,
+        controller: Controller | None,
+        on_epoch: Callable[[str, int], None] | None = None,
+    ) -> JobRun:
+        """Run ``epochs`` epochs from ``pattern`` (REACT on when ``controller`` is given)."""
+        ...
+
+    def close(self) -> None:
+        """Release whatever the job holds; idempotent."""
         ...

@@ -95,6 +95,10 @@ def test_base_scenario_parses_and_resolves_placement_and_endpoints():
         ({"failures__0__link": "h0->h1"}, ["failures[0].link", "'h0->h1'", "no link"]),
         ({"failures__0__recover_s": 0.0}, ["failures[0].recover_s", "0.0", "after at_s"]),
         ({"jobs": []}, ["jobs", "at least one"]),
+        ({"emu": {"transport": "mpi"}}, ["emu.transport", "'mpi'", "socket, torch"]),
+        ({"emu": {"link_rate_bps": 0}}, ["emu.link_rate_bps", "0", "positive"]),
+        ({"emu": {"rate": 1e8}}, ["unknown key", "'emu.rate'", "link_rate_bps"]),
+        ({"emu": {"apply_delay_epochs": -1}}, ["emu.apply_delay_epochs", ">= 0"]),
     ],
 )
 def test_invalid_scenario_names_key_and_value(changes, expected):
@@ -104,6 +108,16 @@ def test_invalid_scenario_names_key_and_value(changes, expected):
     assert message.startswith("bad.toml: ")
     for part in expected:
         assert part in message
+
+
+def test_emu_table_and_backend_switch():
+    s = parse_scenario(scenario_with(backend="emu", emu={"link_rate_bps": 1e8,
+                                                          "transport": "torch"}))
+    assert s.backend == "emu"
+    assert (s.emu.link_rate_bps, s.emu.transport, s.emu.message_bytes) == (1e8, "torch", 4 * 2**20)
+    assert parse_scenario(BASE).with_backend("emu").backend == "emu"
+    with pytest.raises(ScenarioError, match="'gpu' does not exist; expected one of sim, emu"):
+        parse_scenario(BASE).with_backend("gpu")
 
 
 def test_scenario_error_is_react_error_and_value_error():

@@ -1,0 +1,249 @@
+"""A scenario on the emulator: its topology as namespaces, its jobs as real rank processes.
+
+:func:`scenario_jobs` (what :func:`react.scenario.open_jobs` calls for ``backend = "emu"``)
+builds an :class:`~react.backends.emu.EmuNetwork` holding only the hosts the scenario uses (and
+the switches between them), starts the background senders, schedules the link failures, and
+yields one :class:`EmuJob` per job; the network, the senders and every process are gone when the
+block exits, however it exits.
+
+Scaling (the ``[emu]`` table): link capacities scale linearly so that the fastest link runs at
+``link_rate_bps`` (200 Mbit/s by default, so that two cores are not the bottleneck), and every
+job's message is ``message_bytes`` (4 MiB by default) instead of the file's, so that an epoch
+takes a fraction of a second. Scenario times (``start_s``, ``stop_s``, ``at_s``) are read as
+wall-clock seconds from the moment the network is up. Link latencies are not emulated (the
+kernel here has no netem). Only ``long_lived`` and ``periodic_bulk`` background sources exist
+on the emulator.
+
+An :class:`EmuJob` runs one job the way the paper's prototype does (§6): one process per rank
+(:mod:`react.runtime.rank`) in its host's namespace, RCollective over the chosen transport, and
+RTuner's leader (:mod:`react.runtime.tuner`) as a separate process in rank 0's namespace that
+gathers every rank's flow timings, runs the controller, and tells every rank the new pattern and
+the epoch at which all of them switch.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from react.backends.base import JobRun
+from react.backends.emu import EmuError, EmuNetwork
+from react.controller import Controller
+from react.pattern import Pattern
+from react.runtime.rank import job_spec
+
+if TYPE_CHECKING:
+    from react.scenario import EmuSpec, JobSpec, Scenario
+
+DATA_PORT_BASE = 29500
+"""Rank ``r`` of the ``j``-th job listens on ``DATA_PORT_BASE + 100 * j + r`` (jobs may share
+hosts); the job's tuner on ``TUNER_PORT_BASE + j``."""
+TUNER_PORT_BASE = 29400
+BACKGROUND_MAX_S = 1800.0
+"""Upper bound on any background sender's life when the scenario gives no ``stop_s``."""
+
+
+class EmuJob:
+    """One job of real rank processes on an emulated network (a TunedBackend)."""
+
+    def __init__(self, network: EmuNetwork, spec: JobSpec, emu: EmuSpec, index: int,
+                 workdir: Path) -> None:
+        self.network = network
+        self.spec = spec
+        self.emu = emu
+        self.index = index
+        self.workdir = workdir
+        self._procs: list[subprocess.Popen[bytes]] = []
+
+    def run_job(self, name: str, pattern: Pattern, epochs: int, controller: Controller | None,
+                on_epoch: Callable[[str, int], None] | None = None) -> JobRun:
+        from react.runtime.tuner import read_result, tuner_spec
+
+        hosts = self.spec.hosts
+        net = self.network
+        tuner_addr = (net.host_ip(hosts[0]), TUNER_PORT_BASE + self.index)
+        addresses = [(net.host_ip(h), DATA_PORT_BASE + 100 * self.index + r)
+                     for r, h in enumerate(hosts)]
+        files = self.workdir / f"job-{self.index}"
+        files.mkdir(parents=True, exist_ok=True)
+        out = files / "result.json"
+        tuner_file = files / "tuner.json"
+        tuner_file.write_text(json.dumps(tuner_spec(
+            pattern=pattern, world_size=len(hosts), epochs=epochs,
+            controller=None if controller is None else asdict(controller.config),
+            apply_delay_epochs=self.emu.apply_delay_epochs,
+            message_bytes=self.emu.message_bytes, address=tuner_addr,
+            timeout_s=self.emu.timeout_s,
+        )))
+        rank_file = files / "job.json"
+        rank_file.write_text(json.dumps(job_spec(
+            job=name, pattern=pattern, epochs=epochs, message_bytes=self.emu.message_bytes,
+            transport=self.emu.transport, addresses=addresses, tuner=tuner_addr,
+            connections=self.spec.connections, seed=self.spec.seed,
+            timeout_s=self.emu.timeout_s, compute_gap_s=self.spec.compute_gap_s,
+        )))
+        tuner = net.popen(hosts[0], [sys.executable, "-m", "react.runtime.tuner", "--spec",
+                                     str(tuner_file), "--out", str(out)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self._procs.append(tuner)
+        ranks = [net.popen(h, [sys.executable, "-m", "react.runtime.rank", str(rank_file),
+                               str(r)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                 for r, h in enumerate(hosts)]
+        self._procs.extend(ranks)
+        progress = _Progress(tuner, name, epochs, on_epoch)
+        try:
+            self._wait(name, ranks, tuner, epochs)
+        finally:
+            progress.finish()
+            self.close()
+        return read_result(out, name=name)
+
+    def _wait(self, name: str, ranks: list[subprocess.Popen[bytes]],
+              tuner: subprocess.Popen[bytes], epochs: int) -> None:
+        deadline = time.monotonic() + self.emu.timeout_s * max(1.0, epochs / 10)
+        while True:
+            codes = [p.poll() for p in ranks]
+            failed = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
+            if failed:
+                r, code = failed[0]
+                raise EmuError(f"job {name!r}: rank {r} failed (exit {code}): "
+                               f"{_tail(ranks[r])}")
+            if all(c == 0 for c in codes):
+                break
+            if time.monotonic() > deadline:
+                raise EmuError(f"job {name!r}: ranks still running after "
+                               f"{self.emu.timeout_s * max(1.0, epochs / 10):.0f} s")
+            time.sleep(0.05)
+        try:
+            code = tuner.wait(timeout=self.emu.timeout_s)
+        except subprocess.TimeoutExpired:
+            raise EmuError(f"job {name!r}: the tuner did not finish within "
+                           f"{self.emu.timeout_s:g} s of the last rank") from None
+        if code != 0:
+            raise EmuError(f"job {name!r}: the tuner failed (exit {code}): {_tail(tuner)}")
+
+    def close(self) -> None:
+        """Kill whatever of this job still runs; idempotent."""
+        for p in self._procs:
+            if p.poll() is None:
+                p.kill()
+        for p in self._procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        self._procs = []
+
+
+class _Progress:
+    """Forwards the tuner's per-epoch progress lines (JSON on its stdout) to ``on_epoch``."""
+
+    def __init__(self, tuner: subprocess.Popen[bytes], name: str, epochs: int,
+                 on_epoch: Callable[[str, int], None] | None) -> None:
+        self.name, self.epochs, self.on_epoch = name, epochs, on_epoch
+        self.seen = 0
+        self._thread = threading.Thread(target=self._read, args=(tuner,), daemon=True)
+        self._thread.start()
+
+    def _read(self, tuner: subprocess.Popen[bytes]) -> None:
+        assert tuner.stdout is not None
+        for line in tuner.stdout:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(msg, dict) and isinstance(msg.get("epoch"), int):
+                self._tick(msg["epoch"] + 1)
+
+    def _tick(self, upto: int) -> None:
+        while self.seen < min(upto, self.epochs):
+            if self.on_epoch is not None:
+                self.on_epoch(self.name, self.seen)
+            self.seen += 1
+
+    def finish(self) -> None:
+        self._thread.join(timeout=2)
+        self._tick(self.epochs)
+
+
+def _tail(proc: subprocess.Popen[bytes], limit: int = 600) -> str:
+    err = b""
+    if proc.stderr is not None:
+        try:
+            err = proc.stderr.read() or b""
+        except (OSError, ValueError):
+            pass
+    text = err.decode("utf-8", "replace").strip()
+    return text[-limit:] if text else "(no output)"
+
+
+def used_hosts(scenario: Scenario) -> list[str]:
+    """Hosts that run a rank or send or sink background traffic, in topology order."""
+    used = {h for j in scenario.jobs for h in j.hosts}
+    used |= {b.src for b in scenario.background} | {b.dst for b in scenario.background}
+    return [h for h in scenario.topology.hosts if h in used]
+
+
+@contextmanager
+def scenario_jobs(scenario: Scenario, *, react: bool | None = None) -> Iterator[list[Any]]:
+    """The scenario's jobs on a freshly built emulated network (module docstring)."""
+    from react.jobs import Job
+    from react.scenario import controllers
+
+    for i, bg in enumerate(scenario.background):
+        if bg.kind not in ("long_lived", "periodic_bulk"):
+            raise EmuError(f"{scenario.source}: background[{i}].kind = {bg.kind!r} is not "
+                           "supported on the emulator; expected long_lived or periodic_bulk")
+    with ExitStack() as stack:
+        net = stack.enter_context(EmuNetwork(scenario.topology, hosts=used_hosts(scenario),
+                                             link_rate_bps=scenario.emu.link_rate_bps))
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="react-emu-")))
+        timers: list[threading.Timer] = []
+        stack.callback(lambda: [t.cancel() for t in timers])
+        for bg in scenario.background:
+            duration = (bg.stop_s or BACKGROUND_MAX_S) - (bg.start_s or 0.0)
+            for k in range(bg.p):
+                kwargs = {"port": bg.port + k, "duration_s": duration,
+                          "max_bytes": int(net.scale * max(l.capacity_bps for l in
+                                                           scenario.topology.links)
+                                           * duration / 8),
+                          "size_bytes": bg.size_bytes, "period_s": bg.period_s}
+                start = _starter(net, bg.kind, bg.src, bg.dst, kwargs)
+                if bg.start_s:
+                    timers.append(threading.Timer(bg.start_s, start))
+                else:
+                    start()
+        for f in scenario.failures:
+            timers.append(threading.Timer(f.at_s, net.set_link_capacity,
+                                          (f.src, f.dst, f.capacity_bps)))
+            if f.recover_s is not None:
+                original = scenario.topology.link(f.src, f.dst).capacity_bps
+                timers.append(threading.Timer(f.recover_s, net.set_link_capacity,
+                                              (f.src, f.dst, original)))
+        for t in timers:
+            t.daemon = True
+            t.start()
+        jobs = []
+        for index, (spec, (pattern, controller)) in enumerate(
+                zip(scenario.jobs, controllers(scenario, react), strict=True)):
+            backend = EmuJob(net, spec, scenario.emu, index, workdir)
+            stack.callback(backend.close)
+            jobs.append(Job(spec.name, backend, pattern, spec.epochs, controller))
+        yield jobs
+
+
+def _starter(net: EmuNetwork, kind: str, src: str, dst: str, kwargs: dict[str, Any]
+             ) -> Callable[[], None]:
+    def start() -> None:
+        net.start_background(kind, src, dst, **kwargs)
+
+    return start
