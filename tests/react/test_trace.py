@@ -104,3 +104,25 @@ def test_cli_bad_trace_options_are_one_line(tmp_path, capsys, extra, expected):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and expected in err
+
+
+def test_without_flow_records_epochs_are_laid_back_to_back(star_run):
+    # What a run on another backend gives (no simulated network): per-rank tracks from each
+    # epoch's flow timings, epoch e starting where epoch e-1 ended (no compute gap here).
+    from react.trace import Recorded, TraceError
+
+    scenario, rec = star_run
+    bare = Recorded("", rec.runs, ())
+    trace = trace_events(scenario, [bare], epochs=(0, 13))
+    epochs = sorted(_by_cat(trace, "epoch"), key=lambda e: e["ts"])
+    times = [r.collective_time_s * 1e6 for r in rec.runs["tree"].results]
+    assert [e["ts"] for e in epochs] == pytest.approx([sum(times[:k]) for k in range(14)])
+    with pytest.raises(TraceError, match="needs the simulator's flow records"):
+        trace_events(scenario, [bare], tracks="link")
+
+
+def test_link_tracks_off_the_simulator_are_refused_before_running(tmp_path, capsys):
+    assert main(["run", str(STAR), "--backend", "emu", "--trace", str(tmp_path / "t.json"),
+                 "--trace-tracks", "link", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "uses the 'emu' backend" in err
