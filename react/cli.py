@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--html", metavar="DIR",
                      help="write a self-contained HTML page of the run into DIR")
+    run.add_argument("--msccl", metavar="DIR",
+                     help="write the pattern each job ended with (REACT's rewrite) as an MSCCL "
+                          "XML algorithm, DIR/JOB.xml")
     run.add_argument("--trace", metavar="OUT.json",
                      help="write a timeline (Chrome trace-event JSON; open it in Perfetto)")
     run.add_argument("--trace-tracks", choices=("rank", "link"), default="rank",
@@ -248,6 +251,13 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
                               both.off if args.compare else None, warmup=args.warmup,
                               header=head.getvalue().splitlines())
         written.append(str(page))
+    if args.msccl:
+        from react.msccl import write_msccl
+
+        folder = Path(args.msccl)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, run in (both.on if args.compare else plain).items():
+            written.append(str(write_msccl(run.patterns[-1], folder / f"{name}.xml")))
     if args.trace:
         from react.trace import trace_events, write_trace
 

@@ -366,3 +366,17 @@ def test_msccl_runtime_limits_hold_on_large_patterns():
     assert max(len(tb) for g in root for tb in g) <= 256
     assert int(root.get("nchannels")) <= 32
     assert from_msccl_xml(xml) == pattern
+
+
+def test_react_run_exports_the_pattern_react_ended_with(tmp_path, capsys):
+    from react.scenario import load_scenario, run_scenario
+
+    star = DATA.parents[2] / "experiments" / "scenarios" / "closed_loop_star.toml"
+    assert main(["run", str(star), "--epochs", "13", "--no-progress", "--msccl",
+                 str(tmp_path)]) == 0
+    ended = read_msccl(tmp_path / "tree.xml")  # read_msccl verified it
+    # REACT rewrote the tree after its first batch, so the algorithm is not the generator's;
+    # it is the pattern the same (seeded) run ends with
+    assert ended != allreduce_double_binary_tree(8)
+    run = run_scenario(load_scenario(star).with_epochs(13))["tree"]
+    assert ended == run.patterns[-1]
