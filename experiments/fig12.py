@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from react.outdir import experiment_dirs
 from react.plots import run_and_plot
 from react.sweep import scenario_points
 
@@ -69,9 +70,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=100, help="epochs per run (default 100)")
     parser.add_argument("--direction", choices=("in", "out"), default="in",
                         help="external flows into the ranks (default) or out of them")
-    parser.add_argument("--store", default="results/fig12.sqlite",
-                        help="results store (SQLite, resumable)")
-    parser.add_argument("--out-dir", default="docs/results", help="where fig12.png/.csv go")
+    parser.add_argument("--store", default=None,
+                        help="results store (SQLite, resumable; default results/fig12.sqlite, "
+                             "with --quick a temporary folder)")
+    parser.add_argument("--out", "--out-dir", dest="out_dir", default=None,
+                        help="where fig12.png/.csv go (default docs/results; with --quick a new "
+                             "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     args = parser.parse_args(argv)
 
@@ -84,11 +88,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sweep = "fig12" + ("-quick" if args.quick else "") + ("-out" if args.direction == "out"
                                                            else "")
     points = scenario_points(sweep, cases, react="both", warmup_epochs=warmup)
-    out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir, store = experiment_dirs("fig12", quick=args.quick, out=args.out_dir,
+                                     store=args.store, default_out=Path("docs/results"),
+                                     default_store=Path("results/fig12.sqlite"))
     stem = "fig12" if args.direction == "in" else "fig12_out"
     clock = time.perf_counter()
-    run_and_plot(points, store=args.store, png=out_dir / f"{stem}.png",
+    run_and_plot(points, store=store, png=out_dir / f"{stem}.png",
                  csv_path=out_dir / f"{stem}.csv", x="congested_flows", series="p",
                  workers=args.workers, out=sys.stdout,
                  title="Fig. 12: 8-rank tree AllReduce, 20 MB, star, external flows "

@@ -45,6 +45,7 @@ from experiments.fig5 import (
     spread_hosts,
     write_csv,
 )
+from react.outdir import experiment_dirs
 from react.sweep import Point
 
 SIZES = (20e6, 2e6, 1e5)
@@ -157,7 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--connections", nargs="+", type=int, default=list(CONNECTIONS))
     parser.add_argument("--epochs", type=int, default=100)
     parser.add_argument("--store", type=Path, help="results store (default results/fig13.sqlite)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output folder (default docs/results; with --quick a new "
+                             "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
@@ -167,7 +170,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             [2e6], [4], [2], [1, 4], 1, 13
         warmup = 6
     sweep = "fig13" + ("-quick" if args.quick else "")
-    store = args.store or ROOT / "results" / f"{sweep}.sqlite"
+    args.out, store = experiment_dirs(sweep, quick=args.quick, out=args.out, store=args.store,
+                                     default_out=ROOT / "docs" / "results",
+                                     default_store=ROOT / "results" / f"{sweep}.sqlite")
     points = fig13_points(args.sizes, args.ps, args.xs, args.connections, args.scenarios,
                           epochs=args.epochs, sweep=sweep, warmup=warmup)
     runs, timing = run_points(points, store, workers=args.workers,

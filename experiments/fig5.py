@@ -50,6 +50,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a file: make `experiments` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from react.outdir import experiment_dirs
 from react.store import ResultStore, RunRecord
 from react.sweep import DEFAULT_RUNNER, Point, code_version, execute
 
@@ -227,8 +228,19 @@ def fig5_points(collectives: Iterable[str], xs: Iterable[int], ps: Iterable[int]
     return points
 
 
+def variant_title(direction: str = "in", placement: str = "spread", epochs: int = 100,
+                  warmup: int = WARMUP) -> str:
+    """The figure's title: the setting, and which of the three variants it is (the flows'
+    direction and the ranks' placement), so that the three pictures cannot be confused."""
+    flows = ("external flows into the ranks" if direction == "in"
+             else "flows out of the ranks (section 7.3.1)")
+    where = "one rank per pod" if placement == "spread" else "8 random hosts per scenario"
+    return (f"Fig. 5: k=8 fat-tree, 8 ranks, 20 MB, 4-way ECMP, epochs {warmup}-{epochs - 1}\n"
+            f"{flows}, {where}")
+
+
 def plot_fig5(rows: Sequence[Mapping[str, Any]], path: Path, *, xs: Sequence[int],
-              ps: Sequence[int]) -> None:
+              ps: Sequence[int], title: str | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -263,7 +275,7 @@ def plot_fig5(rows: Sequence[Mapping[str, Any]], path: Path, *, xs: Sequence[int
         ax.set_title(TITLES[coll])
         ax.grid(axis="y", alpha=0.3)
         ax.legend(loc="upper left")
-    fig.suptitle("Fig. 5: k=8 fat-tree, 8 ranks, 20 MB, 4-way ECMP, epochs 25-99")
+    fig.suptitle(title or variant_title())
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -315,8 +327,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="spread: one rank per pod (default); random: 8 random hosts per "
                              "scenario")
     parser.add_argument("--store", type=Path, help="results store (default results/fig5.sqlite)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results",
-                        help="folder for fig5.png and fig5.csv")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder for fig5.png and fig5.csv (default docs/results; with "
+                             "--quick a new temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
@@ -328,7 +341,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sweep = ("fig5" + ("-quick" if args.quick else "")
              + ("-out" if args.direction == "out" else "")
              + ("-random" if args.placement == "random" else ""))
-    store = args.store or ROOT / "results" / f"{sweep}.sqlite"
+    args.out, store = experiment_dirs(sweep, quick=args.quick, out=args.out, store=args.store,
+                                     default_out=ROOT / "docs" / "results",
+                                     default_store=ROOT / "results" / f"{sweep}.sqlite")
     points = fig5_points(args.collectives, args.xs, args.ps, args.scenarios, epochs=args.epochs,
                          direction=args.direction, sweep=sweep, warmup=warmup,
                          placement=args.placement)
@@ -337,7 +352,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = sorted(paired_rows(runs), key=lambda r: (list(COLLECTIVES).index(r["collective"]),
                                                      r["x"], r["p"], r["scenario"]))
     write_csv(args.out / f"{sweep}.csv", rows)
-    plot_fig5(rows, args.out / f"{sweep}.png", xs=args.xs, ps=args.ps)
+    plot_fig5(rows, args.out / f"{sweep}.png", xs=args.xs, ps=args.ps,
+              title=variant_title(args.direction, args.placement, args.epochs, warmup))
     for line in summary_lines(rows):
         print(line)
     print(f"{int(timing['runs'])} runs ({int(timing['ran'])} run now) in {timing['wall_s']:.1f} s "

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from react.outdir import experiment_dirs
 from react.plots import run_and_plot
 from react.sweep import scenario_points
 
@@ -62,9 +63,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="tiny run (2 shared servers, 1 seed, 8 epochs)")
     parser.add_argument("--seeds", type=int, default=5, help="scenarios per point (default 5)")
     parser.add_argument("--epochs", type=int, default=100, help="epochs per run (default 100)")
-    parser.add_argument("--store", default="results/fig6.sqlite",
-                        help="results store (SQLite, resumable)")
-    parser.add_argument("--out-dir", default="docs/results", help="where fig6.png/.csv go")
+    parser.add_argument("--store", default=None,
+                        help="results store (SQLite, resumable; default results/fig6.sqlite, "
+                             "with --quick a temporary folder)")
+    parser.add_argument("--out", "--out-dir", dest="out_dir", default=None,
+                        help="where fig6.png/.csv go (default docs/results; with --quick a new "
+                             "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     args = parser.parse_args(argv)
 
@@ -75,10 +79,11 @@ def main(argv: Sequence[str] | None = None) -> int:
              for o in overlaps for s in seeds]
     points = scenario_points("fig6" + ("-quick" if args.quick else ""), cases, react="both",
                              warmup_epochs=warmup)
-    out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir, store = experiment_dirs("fig6", quick=args.quick, out=args.out_dir,
+                                     store=args.store, default_out=Path("docs/results"),
+                                     default_store=Path("results/fig6.sqlite"))
     clock = time.perf_counter()
-    run_and_plot(points, store=args.store, png=out_dir / "fig6.png",
+    run_and_plot(points, store=store, png=out_dir / "fig6.png",
                  csv_path=out_dir / "fig6.csv", x="overlapping_nodes", workers=args.workers,
                  out=sys.stdout,
                  title="Fig. 6: tree (job 1) + ring (job 2) AllReduce, 20 MB, star, "

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from react.outdir import experiment_dirs
 from react.plots import run_and_plot
 from react.sweep import scenario_points
 
@@ -75,9 +76,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="tiny run (case (a) only, 1 seed, 8 epochs)")
     parser.add_argument("--seeds", type=int, default=3, help="scenarios per case (default 3)")
     parser.add_argument("--epochs", type=int, default=100, help="epochs per run (default 100)")
-    parser.add_argument("--store", default="results/fig7.sqlite",
-                        help="results store (SQLite, resumable)")
-    parser.add_argument("--out-dir", default="docs/results", help="where fig7.png/.csv go")
+    parser.add_argument("--store", default=None,
+                        help="results store (SQLite, resumable; default results/fig7.sqlite, "
+                             "with --quick a temporary folder)")
+    parser.add_argument("--out", "--out-dir", dest="out_dir", default=None,
+                        help="where fig7.png/.csv go (default docs/results; with --quick a new "
+                             "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     args = parser.parse_args(argv)
 
@@ -89,10 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # "both": REACT off / on for every job; "scenario": on for job 1 only (the same off run)
     points = (scenario_points(sweep, cases, react="both", warmup_epochs=warmup)
               + scenario_points(sweep, cases, react="scenario", warmup_epochs=warmup))
-    out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir, store = experiment_dirs("fig7", quick=args.quick, out=args.out_dir,
+                                     store=args.store, default_out=Path("docs/results"),
+                                     default_store=Path("results/fig7.sqlite"))
     clock = time.perf_counter()
-    run_and_plot(points, store=args.store, png=out_dir / "fig7.png",
+    run_and_plot(points, store=store, png=out_dir / "fig7.png",
                  csv_path=out_dir / "fig7.csv", x="case", workers=args.workers, out=sys.stdout,
                  title="Fig. 7: two 8-rank jobs, 20 MB, Alibaba fabric (720 servers),\n"
                        "network sharing only",

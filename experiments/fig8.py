@@ -30,6 +30,7 @@ import numpy as np
 
 from flowsim.routing import Router
 from flowsim.topologies import fat_tree
+from react.outdir import experiment_dirs
 from react.plots import run_and_plot
 from react.sweep import scenario_points
 
@@ -88,9 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="tiny run (1 and 2 links at 30 Gb/s, 1 seed, 12 epochs)")
     parser.add_argument("--seeds", type=int, default=10, help="scenarios per point (default 10)")
     parser.add_argument("--epochs", type=int, default=100, help="epochs per run (default 100)")
-    parser.add_argument("--store", default="results/fig8.sqlite",
-                        help="results store (SQLite, resumable)")
-    parser.add_argument("--out-dir", default="docs/results", help="where fig8.png/.csv go")
+    parser.add_argument("--store", default=None,
+                        help="results store (SQLite, resumable; default results/fig8.sqlite, "
+                             "with --quick a temporary folder)")
+    parser.add_argument("--out", "--out-dir", dest="out_dir", default=None,
+                        help="where fig8.png/.csv go (default docs/results; with --quick a new "
+                             "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     args = parser.parse_args(argv)
 
@@ -104,15 +108,16 @@ def main(argv: Sequence[str] | None = None) -> int:
              for n in failed for c in caps for s in seeds]
     points = scenario_points("fig8" + ("-quick" if args.quick else ""), cases, react="both",
                              warmup_epochs=warmup)
-    out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir, store = experiment_dirs("fig8", quick=args.quick, out=args.out_dir,
+                                     store=args.store, default_out=Path("docs/results"),
+                                     default_store=Path("results/fig8.sqlite"))
     clock = time.perf_counter()
-    run_and_plot(points, store=args.store, png=out_dir / "fig8.png",
+    run_and_plot(points, store=store, png=out_dir / "fig8.png",
                  csv_path=out_dir / "fig8.csv", x="failed_links", series="capacity_gbps",
                  workers=args.workers, out=sys.stdout,
                  title="Fig. 8: 8-rank tree AllReduce, 20 MB, k=8 fat-tree, 4-way ECMP,\n"
                        "partial link failures",
-                 xlabel="failed links", series_label="Gb/s")
+                 xlabel="failed links", series_format="links at {} Gb/s")
     print(f"{len(points)} runs in {time.perf_counter() - clock:.1f} s "
           f"({len(candidates[seeds[0]])} candidate links for seed {seeds[0]})")
     return 0

@@ -50,6 +50,7 @@ from experiments.fig5 import ROOT, K, congested_pairs, scenario_doc, spread_host
 from react.critical import critical_path
 from react.estimate import FctHistory, FctModel
 from react.jobs import JobRun, run_jobs
+from react.outdir import experiment_dirs
 from react.pattern import Pattern
 from react.scenario import Scenario, open_jobs, parse_scenario
 from react.swapspace import SwapSpace
@@ -228,8 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--baseline-only", action="store_true",
                         help="the model knows only the baseline run's FCTs (default: also every "
                              "epoch of the REACT run)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results",
-                        help="folder for fig5_oracle.csv")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder for fig5_oracle.csv (default docs/results; with --quick a "
+                             "new temporary folder, so the committed files stay)")
     args = parser.parse_args(argv)
     warmup = WARMUP
     if args.quick:
@@ -246,6 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      learn_from_react=not args.baseline_only))
     name = ("fig5_oracle" + ("_baseline_only" if args.baseline_only else "")
             + ("_quick" if args.quick else ""))
+    args.out, _ = experiment_dirs(name, quick=args.quick, out=args.out,
+                                  default_out=ROOT / "docs" / "results")
     write_csv(args.out / f"{name}.csv", rows)
     for line in summary_lines(rows):
         print(line)

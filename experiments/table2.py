@@ -37,6 +37,7 @@ if __package__ in (None, ""):  # run as a file: make `experiments` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.fig5 import ROOT, K, make_point, paired_rows, run_points, scenario_doc, write_csv
+from react.outdir import experiment_dirs
 from react.sweep import Point
 
 PAPER = {  # (ranks, p) -> (mean speedup, p95 speedup, #changes), paper Table 2
@@ -101,14 +102,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=1000)
     parser.add_argument("--message-bytes", type=float, default=100e6)
     parser.add_argument("--store", type=Path, help="results store (default results/table2.sqlite)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output folder (default docs/results; with --quick a new "
+                             "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
         args.ranks, args.ps, args.allocations, args.epochs = [4], [0, 2], 1, 20
     sweep = "table2" + ("-quick" if args.quick else "")
-    store = args.store or ROOT / "results" / f"{sweep}.sqlite"
+    args.out, store = experiment_dirs(sweep, quick=args.quick, out=args.out, store=args.store,
+                                     default_out=ROOT / "docs" / "results",
+                                     default_store=ROOT / "results" / f"{sweep}.sqlite")
     points = table2_points(args.ranks, args.ps, args.allocations, epochs=args.epochs,
                            message_bytes=args.message_bytes, sweep=sweep)
     runs, timing = run_points(points, store, workers=args.workers,

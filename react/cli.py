@@ -33,6 +33,7 @@ __all__ = ["build_parser", "main"]
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
 
 class _UsageError(Exception):
@@ -84,6 +85,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", metavar="OUT", help="write summaries, epochs and decisions as JSON")
     run.add_argument("--csv", metavar="OUT", help="write one row per job and epoch as CSV")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--html", metavar="DIR",
+                     help="write a self-contained HTML page of the run into DIR")
+    run.add_argument("--msccl", metavar="DIR",
+                     help="write the pattern each job ended with (REACT's rewrite) as an MSCCL "
+                          "XML algorithm, DIR/JOB.xml")
+    run.add_argument("--trace", metavar="OUT.json",
+                     help="write a timeline (Chrome trace-event JSON; open it in Perfetto)")
+    run.add_argument("--trace-tracks", choices=("rank", "link"), default="rank",
+                     help="one track per rank (default) or per network link")
+    run.add_argument("--trace-epochs", metavar="FIRST:LAST",
+                     help="the window of epochs in the trace (default: the first 100)")
     run.set_defaults(handler=_cmd_run)
 
     demo = sub.add_parser(
@@ -97,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="folder for the pictures (default ./react-demo)")
     demo.add_argument("--epochs", type=positive_int, default=60, metavar="N",
                       help="epochs of the closed-loop part (default 60)")
+    demo.add_argument("--html", metavar="DIR",
+                      help="also write the story as one self-contained page, DIR/demo.html")
     demo.set_defaults(handler=_cmd_demo)
 
     pat = sub.add_parser(
@@ -106,17 +120,41 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pat.set_defaults(handler=_cmd_patterns_list)
     psub = pat.add_subparsers(dest="action", metavar="ACTION")
-    for name, help_text, handler in (
-        ("show", "print a pattern step by step", _cmd_patterns_show),
-        ("verify", "check that a pattern implements its collective", _cmd_patterns_verify),
-        ("draw", "draw a pattern's TEN to an image file", _cmd_patterns_draw),
+    from react.patterns import GENERATORS
+
+    names = textwrap.fill("NAME is one of: " + ", ".join(sorted(GENERATORS)) + ".", width=79)
+    for name, help_text, handler, example in (
+        ("show", "print a pattern step by step", _cmd_patterns_show,
+         "react patterns show allreduce_double_binary_tree 8"),
+        ("verify", "check that a pattern implements its collective", _cmd_patterns_verify,
+         "react patterns verify allgather_recursive_doubling 6"),
+        ("draw", "draw a pattern's TEN to an image file", _cmd_patterns_draw,
+         "react patterns draw allreduce_ring 8 --out ring.png"),
+        ("export", "write a pattern as an MSCCL XML algorithm (or REACT's JSON)",
+         _cmd_patterns_export,
+         "react patterns export allreduce_ring 8 --format msccl-xml --out ring8.xml"),
     ):
-        p = psub.add_parser(name, parents=[common], help=help_text, description=help_text)
+        p = psub.add_parser(name, parents=[common], help=help_text, description=help_text,
+                            epilog=f"Example: {example}\n\n{names}",
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("name", metavar="NAME", help="a generator name (see 'react patterns')")
         p.add_argument("n", metavar="N", type=positive_int, help="number of ranks")
         if name == "draw":
-            p.add_argument("--out", metavar="FILE", required=True, help="image file to write")
+            p.add_argument("--out", metavar="FILE", required=True,
+                           help="image file to write (.png, .svg, .pdf, ...; .png if none)")
+        if name == "export":
+            p.add_argument("--format", choices=("msccl-xml", "json"), default="msccl-xml",
+                           help="msccl-xml (default): an MSCCL algorithm; json: REACT's pattern")
+            p.add_argument("--out", metavar="FILE", help="file to write (default: stdout)")
         p.set_defaults(handler=handler)
+    imp = psub.add_parser(
+        "import", parents=[common], help="read an MSCCL XML algorithm, check it, show it",
+        description="Read an MSCCL XML algorithm (msccl-tools, TACCL, ...) as a REACT pattern, "
+                    "check that it implements its collective, and print it step by step.",
+        epilog="Example: react patterns import tests/data/msccl/allreduce_ring_4_1.xml")
+    imp.add_argument("file", metavar="FILE.xml", help="the MSCCL XML algorithm")
+    imp.add_argument("--json", metavar="OUT", help="also write the pattern as REACT JSON")
+    imp.set_defaults(handler=_cmd_patterns_import)
 
     # `react sweep` and `react report` live with the sweep machinery (react.sweep)
     from react.sweep import add_parsers as add_sweep_parsers
@@ -150,13 +188,27 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         scenario = scenario.with_epochs(args.epochs)
     if args.backend is not None:
         scenario = scenario.with_backend(args.backend)
+    window = _check_trace_args(args, scenario.backend)
     total = sum(j.epochs for j in scenario.jobs) * (2 if args.compare else 1)
     _print_header(scenario, out)
+    recorded: list[Any] = []
     with _progress(total, not args.no_progress) as bar:
         def tick(_job: str, _epoch: int) -> None:
             bar.update(1)
 
-        if args.compare:
+        if args.trace:  # the same runs, keeping the network's flow records for the timeline
+            from react.scenario import Comparison
+            from react.trace import run_recorded
+
+            modes = [(False, "without REACT"), (True, "with REACT")] if args.compare else [
+                (None, "")]
+            recorded = [run_recorded(scenario, react=m, label=lab, on_epoch=tick)
+                        for m, lab in modes]
+            if args.compare:
+                both = Comparison(dict(recorded[0].runs), dict(recorded[1].runs))
+            else:
+                plain = dict(recorded[0].runs)
+        elif args.compare:
             both = compare_scenario(scenario, on_epoch=tick)
         else:
             plain = run_scenario(scenario, on_epoch=tick)
@@ -192,10 +244,59 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     if args.csv:
         report.write_csv(args.csv, rows)
         written.append(args.csv)
+    if args.html:
+        import io
+
+        from react.htmlreport import write_run_html
+
+        head = io.StringIO()
+        _print_header(scenario, head)
+        page = write_run_html(args.html, scenario, both.on if args.compare else plain,
+                              both.off if args.compare else None, warmup=args.warmup,
+                              header=head.getvalue().splitlines())
+        written.append(str(page))
+    if args.msccl:
+        from react.msccl import write_msccl
+
+        folder = Path(args.msccl)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, run in (both.on if args.compare else plain).items():
+            written.append(str(write_msccl(run.patterns[-1], folder / f"{name}.xml")))
+    if args.trace:
+        from react.trace import trace_events, write_trace
+
+        trace = trace_events(scenario, recorded, tracks=args.trace_tracks, epochs=window)
+        write_trace(args.trace, trace)
+        written.append(f"{args.trace} ({trace['otherData']['window']}, "
+                       f"{len(trace['traceEvents'])} events; open it in https://ui.perfetto.dev)")
     if written:
         print(file=out)
         print("wrote " + ", ".join(written), file=out)
     return 0
+
+
+def _check_trace_args(args: argparse.Namespace, backend: str) -> tuple[int, int] | None:
+    """Fail before a long run, not after it: the trace window and where the trace goes."""
+    if not args.trace:
+        if args.trace_epochs:
+            raise _UsageError("--trace-epochs needs --trace OUT.json")
+        return None
+    if args.trace_tracks == "link" and backend != "sim":
+        raise _UsageError(f"--trace-tracks link needs the simulator's flow records; this run "
+                          f"uses the {backend!r} backend (per-rank tracks work everywhere)")
+    from react.trace import parse_window
+
+    target = Path(args.trace)
+    if target.is_dir():
+        raise _UsageError(f"--trace {args.trace!r} is a directory; expected a file name")
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise _UsageError(f"cannot write the trace to {args.trace!r}: folder {str(parent)!r} "
+                          f"does not exist")
+    if not os.access(parent, os.W_OK):
+        raise _UsageError(f"cannot write the trace to {args.trace!r}: folder {str(parent)!r} "
+                          f"is not writable")
+    return parse_window(args.trace_epochs) if args.trace_epochs else None
 
 
 def _print_header(scenario: Any, out: TextIO) -> None:
@@ -277,10 +378,40 @@ def _draw_module() -> Any:
 
 
 def _cmd_patterns_draw(args: argparse.Namespace, out: TextIO) -> int:
+    from react.imagefile import image_path
+
+    path = image_path(args.out)
     draw = _draw_module()
     pattern = _pattern(args)
-    draw.draw(pattern, path=args.out)
-    print(f"wrote {args.out}", file=out)
+    draw.draw(pattern, path=path)
+    print(f"wrote {path}", file=out)
+    return 0
+
+
+def _cmd_patterns_export(args: argparse.Namespace, out: TextIO) -> int:
+    from react.msccl import to_msccl_xml
+
+    pattern = _pattern(args)
+    text = to_msccl_xml(pattern) if args.format == "msccl-xml" else pattern.to_json()
+    if args.out is None:
+        print(text, file=out)
+        return 0
+    Path(args.out).write_text(text + "\n", encoding="utf-8")
+    print(f"wrote {args.out} ({args.format}: {args.name}({args.n}), {len(pattern.flows)} flows "
+          f"in {pattern.num_steps} steps)", file=out)
+    return 0
+
+
+def _cmd_patterns_import(args: argparse.Namespace, out: TextIO) -> int:
+    from react.msccl import read_msccl
+
+    pattern = read_msccl(args.file)
+    print(pattern.describe(), file=out)
+    print(f"ok: {args.file} implements its {pattern.kind} over {pattern.n} ranks "
+          f"({len(pattern.flows)} flows in {pattern.num_steps} steps)", file=out)
+    if args.json:
+        Path(args.json).write_text(pattern.to_json() + "\n", encoding="utf-8")
+        print(f"wrote {args.json}", file=out)
     return 0
 
 
@@ -288,7 +419,9 @@ def _cmd_patterns_draw(args: argparse.Namespace, out: TextIO) -> int:
 def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     from react.demo import narrate
 
+    told = []
     for paragraph in narrate(Path(args.out), epochs=args.epochs):
+        told.append(paragraph)
         for line in paragraph.splitlines() or [""]:
             indent = " " * (len(line) - len(line.lstrip()))
             # paths are never broken, so that they can be copied from the terminal
@@ -297,6 +430,17 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
                   if len(line) > 100 else line, file=out)
         print(file=out)
         out.flush()
+    if args.html:
+        from react.demo import story_pictures
+        from react.html import story_page, write_page
+
+        folder = Path(args.html)
+        folder.mkdir(parents=True, exist_ok=True)
+        title, _, first = told[0].partition("\n\n")
+        story = [first, *told[1:-1]]  # the last paragraph lists file paths: not for a page
+        page = write_page(folder / "demo.html",
+                          story_page(title, story, story_pictures(story, Path(args.out))))
+        print(f"wrote {page}", file=out)
     return 0
 
 
@@ -313,6 +457,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         return int(args.handler(args, sys.stdout))
+    except KeyboardInterrupt:  # Ctrl-C: the user knows; no traceback
+        print("react: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into e.g. head, which has stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

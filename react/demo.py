@@ -77,6 +77,18 @@ def _closed_loop(react: bool, epochs: int):  # type: ignore[no-untyped-def]
     return run_jobs([Job("tree", backend, pattern, epochs, controller)])["tree"]
 
 
+def story_pictures(paragraphs: list[str], out_dir: Path) -> dict[int, list[Path]]:
+    """Which saved pictures illustrate which paragraph of :func:`narrate` (by its number):
+    the TEN before and after the swap goes with "6. The result", the timeline with "7."."""
+    wanted = {"6.": out_dir / "ten_swap.png", "7.": out_dir / "timeline.png"}
+    found: dict[int, list[Path]] = {}
+    for i, text in enumerate(paragraphs):
+        picture = wanted.get(text.lstrip()[:2])
+        if picture is not None and picture.exists():
+            found.setdefault(i, []).append(picture)
+    return found
+
+
 def narrate(out_dir: Path, *, epochs: int = 60) -> Iterator[str]:
     """Run the worked example step by step, yielding one paragraph of narration per step.
 
@@ -159,8 +171,10 @@ def narrate(out_dir: Path, *, epochs: int = 60) -> Iterator[str]:
     after_est = critical_path(after_reduce, after_fcts).length_s
     yield (
         f"5. Which swap, and why. REACT may move rank {CONGESTED} to another position of T1 by "
-        f"swapping it with a rank that keeps the AllReduce correct (a chunk-local swap; the "
-        f"verifier checks every candidate). Viable partners: "
+        f"swapping it with a rank that keeps the AllReduce correct. Here it is a chunk-local "
+        f"swap: the two ranks exchange places in all of T1 (its reduce and its broadcast), "
+        f"the paper's Fig. 1 (a position swap would exchange them in a window of steps only, "
+        f"e.g. T1's reduce phase; the verifier checks every candidate). Viable partners: "
         f"{', '.join(map(str, sorted(s.y for s in viable)))}. It prefers those that lower rank "
         f"{CONGESTED}'s fan-in (the paper's green nodes): "
         f"{', '.join(map(str, green_partners))}; the others ({', '.join(map(str, yellow))}) "
@@ -185,7 +199,10 @@ def narrate(out_dir: Path, *, epochs: int = 60) -> Iterator[str]:
         ten_note = "   - (TEN picture skipped: react.draw is not available in this installation)"
     else:
         ten = out_dir / "ten_swap.png"
-        draw_swap(tree, swapped, swap, path=ten)
+        # the flows step 4 found congested, and their rank, in red on the "before" side
+        hot = [c.flow for c in report.flows]
+        draw_swap(tree, swapped, swap, path=ten,
+                  highlight=hot + sorted({f.dst for f in hot} | {CONGESTED}))
         pictures.append(ten)
         ten_note = f"   - the TEN before and after the swap:\n     {ten}"
 
@@ -216,7 +233,9 @@ def narrate(out_dir: Path, *, epochs: int = 60) -> Iterator[str]:
         f"7. The closed loop. REACT runs after every batch of 6 epochs, on the whole AllReduce "
         f"(reduce and broadcast), here {LOOP_RANKS} ranks and {LOOP_MESSAGE_BYTES / 1e6:g} MB "
         f"with the same {EXTERNAL_FLOWS} external flows into rank {CONGESTED}, for {epochs} "
-        f"epochs:\n{first}\n"
+        f"epochs. On the full AllReduce it prefers the finest move, a position swap: rank "
+        f"{CONGESTED} leaves its aggregating position in T1's reduce phase only, which is the "
+        f"move of step 5 restricted to the steps where it matters.\n{first}\n"
         f"   Mean collective time over epochs {warmup}-{epochs - 1}: {_us(mean_off)} without "
         f"REACT, {_us(mean_on)} with it ({mean_off / mean_on - 1:+.1%} algorithm bandwidth)."
     )

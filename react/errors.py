@@ -11,3 +11,7 @@ class ReactError(Exception):
 
 class PatternError(ReactError, ValueError):
     """A collective pattern is malformed or does not implement its collective."""
+
+
+class MscclError(PatternError):
+    """An MSCCL XML algorithm cannot be read or written: malformed, unsupported or unsound."""

@@ -154,9 +154,15 @@ def plot_improvement(
     xlabel: str | None = None,
     series_label: str | None = None,
     mode_labels: Mapping[str, str] | None = None,
+    series_format: str | None = None,
 ) -> None:
     """Bars of the mean improvement (%) per x value, one bar per job, mode and series value;
     every scenario a dot on its bar.
+
+    A series value is named ``series_format.format(value)`` (e.g. ``"links at {} Gb/s"``) or
+    ``"series_label=value"``; a series whose bars are all about zero says so in the legend, and
+    every bar has an outline in its colour, so that a bar of height zero still shows where it
+    is.
 
     Raises
     ------
@@ -186,7 +192,8 @@ def plot_improvement(
         job, mode, s = key
         parts = []
         if series is not None:
-            parts.append(f"{series_label or series}={s}")
+            parts.append(series_format.format(_tick(s)) if series_format
+                         else f"{series_label or readable_key(series)}={_tick(s)}")
         if len(jobs) > 1:
             parts.append(job)
         if len(modes) > 1 or not parts:
@@ -201,19 +208,44 @@ def plot_improvement(
             means.append(sum(gains) / len(gains))
             ax.plot([j + offset] * len(gains), gains, ".", color="black", markersize=3,
                     alpha=0.6, zorder=3)
-        ax.bar(positions, means, width=width * 0.95, color=colours[i % len(colours)],
-               label=", ".join(parts), zorder=2)
-    ax.axhline(0, color="grey", linewidth=0.8)
+        colour = colours[i % len(colours)]
+        if means and all(abs(m) < _FLAT_PCT for m in means):
+            parts.append(f"no change at any point (|mean| < {_FLAT_PCT:g}%)")
+        ax.bar(positions, means, width=width * 0.95, color=colour, edgecolor=colour,
+               linewidth=2.0, label=", ".join(parts), zorder=2)
+    ax.axhline(0, color="grey", linewidth=0.8, zorder=1)
     ax.set_xticks(range(len(xs)), [_tick(v) for v in xs])
-    ax.set_xlabel(xlabel or (x or ""))
+    ax.set_xlabel(xlabel or (readable_key(x) if x else ""))
     ax.set_ylabel("improvement in mean algorithm bandwidth (%)")
     if title:
         ax.set_title(title, fontsize="medium")
     ax.grid(axis="y", alpha=0.3, zorder=0)
-    ax.legend(fontsize="small")
+    # below the axes: inside, it hides the dots of the tallest bars
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+_FLAT_PCT = 0.05
+"""A series whose every mean improvement is below this (in %) is called unchanged."""
+
+_KEY_WORDS = {
+    "p": "external flows per congested pair (p)",
+    "capacity_bps": "link capacity (bit/s)",
+    "message_bytes": "message size (bytes)",
+    "ranks": "ranks",
+    "epochs": "epochs",
+    "seed": "seed",
+}
+
+
+def readable_key(key: str) -> str:
+    """A grid key as an axis label: ``background.0.p`` -> ``external flows per congested pair
+    (p) [background.0.p]``; a plain key with its underscores as spaces."""
+    last = key.rsplit(".", 1)[-1]
+    words = _KEY_WORDS.get(last, last.replace("_", " "))
+    return f"{words} [{key}]" if "." in key else words
 
 
 def _tick(value: Any) -> str:
@@ -261,6 +293,9 @@ def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> Non
 
 def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
     """``react plot``: read the store, draw the figure, write the CSV; print the numbers."""
+    from react.imagefile import image_path
+
+    png = image_path(args.out)  # a bad suffix fails before any work
     with ResultStore(args.store, create=False) as store:
         runs = store.runs(sweep=args.sweep)
     which = f" of sweep {args.sweep!r}" if args.sweep else ""
@@ -275,10 +310,10 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
     series = args.series or (series if series != x else None)
     table = aggregate(rows, x=x, series=series)
     title = args.sweep or ", ".join(sorted({r.sweep for r in rows}))
-    plot_improvement(args.out, rows, x=x, series=series, title=title)
+    plot_improvement(png, rows, x=x, series=series, title=title)
     for line in format_rows(table):
         print(line, file=out)
-    print(f"wrote {args.out}", file=out)
+    print(f"wrote {png}", file=out)
     if args.csv:
         write_csv(args.csv, table)
         print(f"wrote {args.csv}", file=out)

@@ -15,7 +15,7 @@ import os
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -135,6 +135,36 @@ def decision_lines(run: JobRun, *, width: int = 100) -> list[str]:
     return lines
 
 
+_FATES = {
+    "kept": ("tab:green", "--", "swap tried and kept"),
+    "undone": ("tab:orange", "--", "swap tried, undone a batch later"),
+    "reverted": ("tab:red", ":", "back to the previous pattern"),
+    "open": ("tab:gray", "--", "swap still on trial at the end"),
+}
+
+
+def change_fates(run: JobRun) -> list[tuple[int, str]]:
+    """Each pattern change of ``run`` (its first epoch) and what became of it.
+
+    ``reverted``: the controller went back to the previous pattern (``revert``). Otherwise the
+    change put a swap on trial (``try``, or ``revert_try``: back and a new trial at once), and
+    the next batch's decision says its fate: ``undone`` if that decision reverts it, ``kept``
+    if not, ``open`` if the run ended first.
+    """
+    decisions = run.decisions
+    causes = [i for i, d in enumerate(decisions) if d.changed]
+    fates = []
+    for epoch, i in zip(change_epochs(run), causes, strict=False):
+        if decisions[i].action == "revert":
+            fates.append((epoch, "reverted"))
+        elif i + 1 >= len(decisions):
+            fates.append((epoch, "open"))
+        else:
+            undone = decisions[i + 1].action in ("revert", "revert_try")
+            fates.append((epoch, "undone" if undone else "kept"))
+    return fates
+
+
 def change_epochs(run: JobRun) -> list[int]:
     """Epochs whose pattern differs from the previous epoch's (where a decision took effect)."""
     return [e for e in range(1, len(run.patterns))
@@ -197,12 +227,14 @@ def write_csv(path: str | os.PathLike[str], rows: Sequence[Mapping[str, Any]]) -
     write_csv_rows(path, rows, CSV_FIELDS)
 
 
-def plot_timeline(path: str | os.PathLike[str], *, off: JobRun | None = None,
+def plot_timeline(path: str | os.PathLike[str] | IO[bytes], *, off: JobRun | None = None,
                   on: JobRun | None = None, title: str = "") -> None:
-    """Collective time per epoch without and with REACT; the with-REACT pattern changes marked.
+    """Collective time per epoch without and with REACT; where the with-REACT pattern changed.
 
-    Each change is labelled with the action that caused it (``try``: a swap on trial,
-    ``revert``: back to the previous pattern, ``revert_try``: back and a new trial at once).
+    Every change is a vertical line whose colour says, in the legend, what became of it
+    (:func:`change_fates`): a swap tried and kept, a swap tried and undone a batch later, a
+    return to the previous pattern, a swap still on trial at the end. No per-line text: many
+    changes close together would pile their labels up.
     """
     import matplotlib
 
@@ -214,15 +246,17 @@ def plot_timeline(path: str | os.PathLike[str], *, off: JobRun | None = None,
     fig, ax = plt.subplots(figsize=(9, 4))
     try:
         if off is not None:
-            ax.plot([t * 1e6 for t in off.times_s()], color="tab:gray", label="without REACT")
+            ax.plot([t * 1e6 for t in off.times_s()], color="tab:gray", label="without REACT",
+                    drawstyle="steps-post")
         if on is not None:
-            ax.plot([t * 1e6 for t in on.times_s()], color="tab:blue", label="with REACT")
-            actions = [d.action for d in on.decisions if d.changed]
-            for epoch, action in zip(change_epochs(on), actions, strict=False):
-                color = "tab:green" if action == "try" else "tab:red"
-                ax.axvline(epoch, color=color, linestyle=":", linewidth=1)
-                ax.annotate(action, (epoch, 1.0), xycoords=("data", "axes fraction"),
-                            rotation=90, va="top", ha="right", fontsize=7, color=color)
+            ax.plot([t * 1e6 for t in on.times_s()], color="tab:blue", label="with REACT",
+                    drawstyle="steps-post")
+            labelled: set[str] = set()
+            for epoch, fate in change_fates(on):
+                colour, style, text = _FATES[fate]
+                ax.axvline(epoch, color=colour, linestyle=style, linewidth=1.2,
+                           label=None if text in labelled else text)
+                labelled.add(text)
         ax.set_xlabel("epoch")
         ax.set_ylabel("collective time (us)")
         ax.set_title(title)

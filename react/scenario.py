@@ -136,6 +136,12 @@ TRAFFIC_KINDS: dict[str, tuple[str, ...]] = {
 """Background source kinds (flowsim.traffic) and the keys each one requires."""
 
 
+MAX_EPOCHS = 100_000
+"""The most epochs a job may run: every epoch's per-flow timings are kept in memory (about
+3 KB per epoch for a 16-rank tree), so 10^5 epochs is already hundreds of MB; a larger value is
+far more likely a typo than a plan."""
+
+
 class ScenarioError(ReactError, ValueError):
     """A scenario file is unreadable or invalid; the message names the key and the bad value."""
 
@@ -225,6 +231,8 @@ class Scenario:
         """The same scenario with every job running ``epochs`` epochs (the CLI's --epochs)."""
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
             raise ScenarioError(f"epochs must be a positive integer, got {epochs!r}")
+        if epochs > MAX_EPOCHS:
+            raise ScenarioError(f"epochs must be at most {MAX_EPOCHS:,}, got {epochs!r}")
         return replace(self, jobs=tuple(replace(j, epochs=epochs) for j in self.jobs))
 
     def with_backend(self, backend: str) -> Scenario:
@@ -283,7 +291,8 @@ class _Table:
             raise self.fail(name, value, f"one of {', '.join(choices)}")
         return value
 
-    def integer(self, name: str, default: Any = ..., *, minimum: int | None = None) -> Any:
+    def integer(self, name: str, default: Any = ..., *, minimum: int | None = None,
+                maximum: int | None = None) -> Any:
         value = self.raw(name, default)
         if value is default and default is not ...:
             return value
@@ -291,6 +300,8 @@ class _Table:
             raise self.fail(name, value, "an integer")
         if minimum is not None and value < minimum:
             raise self.fail(name, value, f"an integer >= {minimum}")
+        if maximum is not None and value > maximum:
+            raise self.fail(name, value, f"an integer <= {maximum:,}")
         return value
 
     def number(self, name: str, default: Any = ..., *, positive: bool = False) -> Any:
@@ -474,7 +485,7 @@ def _job(t: _Table, topo: Topology, seed: int, connections: int, taken: set[str]
                      f"a pattern generator: one of {', '.join(sorted(GENERATORS))}")
     ranks = t.integer("ranks", minimum=2)
     message_bytes = t.number("message_bytes", positive=True)
-    epochs = t.integer("epochs", minimum=1)
+    epochs = t.integer("epochs", minimum=1, maximum=MAX_EPOCHS)
     compute_gap_s = t.number("compute_gap_s", 0.0)
     conns = t.integer("connections", connections, minimum=1)
     job_seed = t.integer("seed", seed)
@@ -548,6 +559,14 @@ def _placement(t: _Table, topo: Topology, ranks: int, seed: int, taken: set[str]
     return tuple(chosen)
 
 
+def _nodes_hint(topo: Topology) -> str:
+    def some(names: Sequence[str]) -> str:
+        return ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+
+    switches = sorted(topo.switches)
+    return (f"switches: {some(switches) or 'none'}; hosts: {_hosts_hint(topo)}")
+
+
 def _hosts_hint(topo: Topology) -> str:
     hosts = topo.hosts
     return f"{hosts[0]} .. {hosts[-1]}" if hosts else "none"
@@ -598,10 +617,17 @@ def _failure(t: _Table, topo: Topology) -> FailureSpec:
     src, sep, dst = (part.strip() for part in link.partition("->"))
     if not sep or not src or not dst:
         raise t.fail("link", link, "'SRC->DST', e.g. 'spine0->leaf1'")
+    for end in (src, dst):
+        if not topo.has_node(end):
+            raise t.fail("link", link, f"a link of the topology; it has no node {end!r} "
+                                       f"({_nodes_hint(topo)})")
     try:
         topo.link(src, dst)
-    except FlowsimError as exc:
-        raise t.fail("link", link, f"a link of the topology ({exc})") from None
+    except FlowsimError:
+        ends = sorted(topo.link_by_id(i).dst for i in topo.out_links(src))
+        shown = ", ".join(ends[:8]) + (", ..." if len(ends) > 8 else "")
+        raise t.fail("link", link, f"a link of the topology; there is no link {src}->{dst} "
+                                   f"({src} links to {shown})") from None
     capacity = t.number("capacity_bps")
     at_s = t.number("at_s", 0.0)
     recover_s = t.number("recover_s", None)

@@ -279,7 +279,8 @@ def _missing(doc: Any, dotted: str) -> str | None:
             if not part.isdigit():
                 return f"has a list at {where}; {part!r} is not an index 0..{len(node) - 1}"
             if int(part) >= len(node):
-                return (f"has {len(node)} entries in {where}; index {part} is out of range "
+                count = f"{len(node)} entry" if len(node) == 1 else f"{len(node)} entries"
+                return (f"has {count} in {where}; index {part} is out of range "
                         f"0..{len(node) - 1}")
             node = node[int(part)]
         elif isinstance(node, Mapping):
@@ -743,6 +744,10 @@ def add_parsers(sub: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> No
                         help=f"results store to read (default {DEFAULT_STORE})")
     report.add_argument("--sweep", metavar="NAME", help="only the runs of this sweep")
     report.add_argument("--csv", metavar="OUT", help="also write the table as CSV")
+    report.add_argument("--html", metavar="DIR", help="also write one self-contained HTML page "
+                        "per stored pair of runs (re-run from the stored scenario) and an index")
+    report.add_argument("--pages", type=positive_int, default=20, metavar="N",
+                        help="at most N pages with --html (default 20)")
     report.set_defaults(handler=cmd_report)
 
 
@@ -795,6 +800,12 @@ def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
     gains = [r["algbw_gain"] for r in rows if r["algbw_gain"] is not None]
     mean_gain = f"; mean algbw gain {sum(gains) / len(gains):+.1%}" if gains else ""
     print(f"{len(runs)} runs ({failed} failed), {len(rows)} rows{mean_gain}", file=out)
+    if args.html:
+        from react.htmlreport import write_store_pages
+
+        pages = write_store_pages(args.html, runs, limit=args.pages,
+                                  base_dir=Path(args.store).resolve().parent)
+        print(f"wrote {len(pages) - 1} page(s) and {pages[-1]}", file=out)
     if args.csv:
         write_report_csv(args.csv, rows)
         print(f"wrote {args.csv}", file=out)
