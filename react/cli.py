@@ -126,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     from react.plots import add_parser as add_plot_parser
 
     add_plot_parser(sub, [common])
+    # `react regress`: suites, goldens and controller comparisons (react.regress)
+    from react.regress.cli import add_parser as add_regress_parser
+
+    add_regress_parser(sub, [common])
     return parser
 
 

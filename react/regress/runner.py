@@ -1,0 +1,271 @@
+"""Running a suite: every scenario without a controller and with each controller, in parallel,
+each controller run twice in separate processes to prove it deterministic.
+
+The runs go through the sweep machinery (:func:`react.sweep.execute`: a local process pool or a
+Dask cluster, a runner exception recorded as that run's failure instead of stopping the rest), as
+:class:`~react.sweep.Point` records whose runner is :func:`run_point`. A suite makes three kinds
+of run, named by the point's ``role``:
+
+- ``off``: the scenario with every controller switched off, the reference of the ``gain`` metric;
+- ``run``: the scenario with one controller (``scenario``: each job as its file says);
+- ``twin``: the same run again in a fresh interpreter started for it alone (``python -m
+  react.regress.runner``) with a different string-hash seed (``PYTHONHASHSEED``), so that
+  anything the trace depends on beyond the scenario (set iteration order, process ids, state
+  left by an earlier run in a worker, the clock) shows up as a difference from ``run``.
+
+A case's result is ``{"jobs": {job: {"metrics": {...}, "trace": [...]}}}``: JSON data only, so
+that the comparison with the twin, and later with the golden, is exact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from react.regress.suite import SCENARIO_CONTROLLER, Case, RegressError, Suite
+from react.sweep import Point
+
+__all__ = ["CASE_TIMEOUT_S", "CaseRun", "case_id", "check_controllers", "first_difference", "run_point", "run_suite"]
+
+CASE_TIMEOUT_S = 600.0
+"""Bound on one determinism rerun in its own process."""
+
+RUNNER = "react.regress.runner:run_point"
+
+
+@dataclass(frozen=True, slots=True)
+class CaseRun:
+    """One controller on one scenario of a suite: its result, or why there is none.
+
+    ``error`` is set when the run failed (the controller raised, decided an invalid pattern, the
+    scenario could not run); ``nondeterministic`` when its rerun in another process differed
+    (it then says where). ``result`` holds the metrics (``gain`` included) and the trace.
+    """
+
+    case: str
+    scenario: str
+    controller: str
+    result: Mapping[str, Any] | None
+    error: str | None = None
+    nondeterministic: str | None = None
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.nondeterministic is None
+
+
+def case_id(scenario: str, controller: str) -> str:
+    """The name of a case: the scenario's, with ``@label`` for a controller other than
+    ``scenario`` (``closed-loop-star@never``)."""
+    from react.policies import label
+
+    return scenario if controller == SCENARIO_CONTROLLER else f"{scenario}@{label(controller)}"
+
+
+# -- one run, in a worker ------------------------------------------------------------------------
+def run_point(point: Point) -> dict[str, Any]:
+    """The sweep runner of a suite's points (module docstring): ``{job: {...}}``."""
+    if point.params["role"] == "twin":
+        return _run_fresh(point)
+    return _run_here(point)
+
+
+def _run_here(point: Point) -> dict[str, Any]:
+    from react.regress.metrics import job_result
+    from react.report import summarise
+    from react.scenario import parse_scenario, run_scenario
+
+    scenario = parse_scenario(point.scenario, source=f"scenario {point.params['case']}",
+                              base_dir=point.base_dir)
+    if point.params["role"] == "off":
+        runs = run_scenario(scenario, react=False)
+        return {name: {"mean_algbw_gbps": summarise(run, react=False,
+                                                    warmup=point.warmup_epochs).mean_algbw_gbps}
+                for name, run in runs.items()}
+    controller = point.params["controller"]
+    if controller != SCENARIO_CONTROLLER:
+        scenario = scenario.with_controller(controller)
+    runs = run_scenario(scenario)
+    return {name: job_result(run, warmup=point.warmup_epochs) for name, run in runs.items()}
+
+
+def _other_hash_seed() -> str:
+    return "1" if os.environ.get("PYTHONHASHSEED") == "0" else "0"
+
+
+def _run_fresh(point: Point) -> dict[str, Any]:
+    # the child imports exactly what this process imports (the same react, the user's modules)
+    paths = [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
+    env = dict(os.environ, PYTHONHASHSEED=_other_hash_seed(), PYTHONPATH=os.pathsep.join(paths))
+    fields = {name: getattr(point, name) for name in Point.__slots__}  # type: ignore[attr-defined]
+    fields["params"] = {**point.params, "role": "run"}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "react.regress.runner"],
+                              input=json.dumps(fields), capture_output=True, text=True,
+                              env=env, timeout=CASE_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise RegressError(f"the rerun in a fresh process took more than {CASE_TIMEOUT_S:g} s"
+                           ) from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RegressError(f"the rerun in a fresh process failed (exit {proc.returncode}): "
+                           f"{last}")
+    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+
+def main() -> int:
+    """``python -m react.regress.runner``: run the point given as JSON on stdin, print JSON."""
+    fields = json.loads(sys.stdin.read())
+    result = _run_here(Point(**fields))
+    sys.stdout.write(json.dumps(result))
+    return 0
+
+
+# -- the whole suite -----------------------------------------------------------------------------
+def _point(suite: Suite, case: Case, role: str, controller: str | None) -> Point:
+    params = {"case": case.name, "role": role, "controller": controller}
+    identity = json.dumps([suite.name, params, case.document, suite.warmup_epochs],
+                          sort_keys=True, default=str)
+    key = hashlib.sha256(identity.encode()).hexdigest()[:32]
+    seed = case.document.get("seed", 0)
+    return Point(key, key, suite.name, params, case.document, case.base_dir,
+                 seed if isinstance(seed, int) else 0, "off" if role == "off" else "scenario",
+                 suite.warmup_epochs, RUNNER)
+
+
+def run_suite(suite: Suite, *, controllers: Sequence[str] | None = None,
+              workers: int | None = None, dask: str | None = None, determinism: bool = True,
+              progress: bool = False) -> list[CaseRun]:
+    """Run every case of ``suite`` (each scenario with each controller); return them in order.
+
+    Parameters
+    ----------
+    controllers : sequence of str, optional
+        Resolved controller references (default: the suite's).
+    workers, dask :
+        As :func:`react.sweep.execute`: local worker processes, or a Dask scheduler address.
+    determinism : bool
+        Rerun every case in a fresh process and report any difference (module docstring).
+    """
+    from react.store import ResultStore
+    from react.sweep import execute
+
+    controllers = tuple(controllers or suite.controllers)
+    points: list[Point] = []
+    for case in suite.cases:
+        points.append(_point(suite, case, "off", None))
+        for ctl in controllers:
+            points.append(_point(suite, case, "run", ctl))
+            if determinism:
+                points.append(_point(suite, case, "twin", ctl))
+    with tempfile.TemporaryDirectory(prefix="react-regress-") as tmp:
+        with ResultStore(Path(tmp) / "runs.sqlite") as store:
+            summary = execute(points, store, workers=workers, dask=dask, progress=progress,
+                              version="regress")
+            records = {r.point_key: r for r in store.runs()}
+    if summary.interrupted:
+        raise KeyboardInterrupt
+    not_run = summary.broken or "the run was stopped"
+    out: list[CaseRun] = []
+    for case in suite.cases:
+        off = records.get(_point(suite, case, "off", None).key)
+        for ctl in controllers:
+            run = records.get(_point(suite, case, "run", ctl).key)
+            twin = records.get(_point(suite, case, "twin", ctl).key) if determinism else None
+            out.append(_case_run(case, ctl, off, run, twin, determinism, not_run))
+    return out
+
+
+def check_controllers(suite: Suite, controllers: Sequence[str]) -> None:
+    """Build every controller other than REACT for every job it would drive, before anything runs.
+
+    A controller that lacks the interface is bad input (:class:`RegressError` naming it); a
+    factory that raises is left to its run, where it becomes that case's failure.
+    """
+    from react.policies import ControllerFault, ControllerInterfaceError
+    from react.scenario import controllers as build, parse_scenario
+
+    for case in suite.cases:
+        scenario = parse_scenario(case.document, source=case.source, base_dir=case.base_dir)
+        for ctl in controllers:
+            chosen = scenario if ctl == SCENARIO_CONTROLLER else scenario.with_controller(ctl)
+            if all(j.controller_factory == "react" or not j.react for j in chosen.jobs):
+                continue
+            try:
+                build(chosen, None)
+            except ControllerInterfaceError as exc:
+                raise RegressError(f"scenario {case.name!r}: {exc}") from None
+            except ControllerFault:
+                continue
+
+
+def _error(record: Any, what: str, not_run: str) -> str | None:
+    if record is None:
+        return f"{what} did not run ({not_run})"
+    if record.status != "ok":
+        return f"{what} failed: {(record.error or '').splitlines()[0]}"
+    return None
+
+
+def _case_run(case: Case, controller: str, off: Any, run: Any, twin: Any, determinism: bool,
+              not_run: str) -> CaseRun:
+    name = case_id(case.name, controller)
+    duration = run.duration_s if run is not None else 0.0
+    error = _error(run, "the run", not_run) or _error(off, "the run without a controller",
+                                                     not_run)
+    if error is not None:
+        return CaseRun(name, case.name, controller, None, error, duration_s=duration)
+    jobs: dict[str, Any] = {}
+    for job, data in run.metrics.items():
+        metrics = dict(data["metrics"])
+        algbw = metrics.pop("mean_algbw_gbps")
+        metrics["gain"] = algbw / off.metrics[job]["mean_algbw_gbps"] - 1.0
+        jobs[job] = {"metrics": metrics, "trace": data["trace"]}
+    result = {"jobs": jobs}
+    different = None
+    if determinism:
+        different = _error(twin, "the rerun in a fresh process", not_run)
+        if different is None:
+            different = first_difference(run.metrics, twin.metrics)
+    return CaseRun(name, case.name, controller, result, None, different, duration)
+
+
+def first_difference(a: Any, b: Any, where: str = "") -> str | None:
+    """Where two JSON values first differ (``tree.trace[3].reason: 'x' != 'y'``), or None."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for key in list(a) + [k for k in b if k not in a]:
+            if key not in a or key not in b:
+                return f"{where}{key}: only in {'the second' if key in b else 'the first'} run"
+            found = first_difference(a[key], b[key], f"{where}{key}.")
+            if found:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            found = first_difference(x, y, f"{where.rstrip('.')}[{i}].")
+            if found:
+                return found
+        if len(a) != len(b):
+            return f"{where.rstrip('.')}: {len(a)} entries != {len(b)}"
+        return None
+    if type(a) is not type(b) or a != b:
+        return f"{where.rstrip('.')}: {_short(a)} != {_short(b)}"
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+if __name__ == "__main__":
+    sys.exit(main())
