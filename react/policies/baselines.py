@@ -78,16 +78,16 @@ class RandomSwap:
             kept = f"kept {swap.describe()} ({gain:+.1%}); "
         else:
             gain, kept = None, ""
-        swap = self._draw()
-        if swap is None:
+        drawn = self._draw()
+        if drawn is None:
             return self._record(Decision(batch=index, action="keep", pattern=self.pattern,
                                          reason=kept + "no viable swap", observed_gain=gain,
                                          mean_time_s=mean))
-        self._trial = (self.pattern, mean, swap)
-        self.pattern = swap.apply(self.pattern)
+        self._trial = (self.pattern, mean, drawn)
+        self.pattern = drawn.apply(self.pattern)
         return self._record(Decision(
-            batch=index, action="try", pattern=self.pattern, swaps=(swap,),
-            reason=kept + f"trying a random viable swap: {swap.describe()}",
+            batch=index, action="try", pattern=self.pattern, swaps=(drawn,),
+            reason=kept + f"trying a random viable swap: {drawn.describe()}",
             observed_gain=gain, mean_time_s=mean))
 
     def _draw(self) -> Swap | None:

@@ -273,16 +273,15 @@ def controllers_table(runs: Sequence[CaseRun]) -> list[str]:
     rows = [header]
     scenarios = list(dict.fromkeys(r.scenario for r in runs))
     for s in scenarios:
-        jobs = next((list(r.result["jobs"]) for c in controllers
-                     if (r := by.get((s, c))) is not None and r.result is not None), ["-"])
+        results = [by[(s, c)].result if (s, c) in by else None for c in controllers]
+        jobs = next((list(res["jobs"]) for res in results if res is not None), ["-"])
         for job in jobs:
             row = [s, job]
-            for c in controllers:
-                r = by.get((s, c))
-                if r is None or r.result is None:
+            for res in results:
+                if res is None or job not in res["jobs"]:
                     row.append("error")
                     continue
-                m = r.result["jobs"][job]["metrics"]
+                m = res["jobs"][job]["metrics"]
                 row.append(f"{value_text('gain', m['gain'])} / "
                            f"{value_text('mean_time_s', m['mean_time_s'])}")
             rows.append(row)

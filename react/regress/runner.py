@@ -33,7 +33,8 @@ from typing import Any
 from react.regress.suite import SCENARIO_CONTROLLER, Case, RegressError, Suite
 from react.sweep import Point
 
-__all__ = ["CASE_TIMEOUT_S", "CaseRun", "case_id", "check_controllers", "first_difference", "run_point", "run_suite"]
+__all__ = ["CASE_TIMEOUT_S", "CaseRun", "case_id", "check_controllers", "first_difference",
+           "run_point", "run_suite"]
 
 CASE_TIMEOUT_S = 600.0
 """Bound on one determinism rerun in its own process."""
@@ -192,7 +193,8 @@ def check_controllers(suite: Suite, controllers: Sequence[str]) -> None:
     factory that raises is left to its run, where it becomes that case's failure.
     """
     from react.policies import ControllerFault, ControllerInterfaceError
-    from react.scenario import controllers as build, parse_scenario
+    from react.scenario import controllers as build
+    from react.scenario import parse_scenario
 
     for case in suite.cases:
         scenario = parse_scenario(case.document, source=case.source, base_dir=case.base_dir)
