@@ -109,6 +109,10 @@ def cmd_regress(args: argparse.Namespace, out: TextIO) -> int:
                             (), (), tuple(p for p in (r.error, r.nondeterministic) if p),
                             r.duration_s) for r in runs]
         lines = render.results_table(runs)
+    stale = sorted(set(goldens) - {r.case for r in runs})
+    if stale:
+        lines.append(f"note: goldens without a case in this run (not compared): "
+                     f"{', '.join(stale)}")
     print(file=out)
     for line in lines + ([""] + render.controllers_table(runs) if len(controllers) > 1 else []):
         print(line, file=out)

@@ -14,7 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from react.regress.metrics import EQUIVALENT_FIELDS, METRICS, TRACE_FIELDS, within
+from react.regress.metrics import (
+    EQUIVALENT_FIELDS,
+    METRICS,
+    TRACE_FIELDS,
+    value_text,
+    within,
+)
 from react.regress.runner import CaseRun
 from react.regress.suite import Case
 
@@ -118,8 +124,9 @@ def compare_case(run: CaseRun, golden: Mapping[str, Any] | None, case: Case) -> 
             deltas.append(MetricDelta(job, metric, g, n, tolerance, ok,
                                       metric_direction(metric, g, n)))
             if not ok:
-                problems.append(f"job {job}: {metric} {_text(g)} -> {_text(n)} is outside the "
-                                f"tolerance {tolerance:g}")
+                problems.append(f"job {job}: {metric} {value_text(metric, g)} -> "
+                                f"{value_text(metric, n)} is outside the tolerance "
+                                f"{tolerance:g}")
         diff = first_trace_difference(job, old_jobs[job].get("trace", []),
                                       new_jobs[job]["trace"], case.trace)
         if diff is not None:
@@ -128,10 +135,3 @@ def compare_case(run: CaseRun, golden: Mapping[str, Any] | None, case: Case) -> 
                             f"{diff.index} on: {', '.join(diff.fields)}")
     return verdict("fail" if problems else "pass", problems, deltas, diffs)
 
-
-def _text(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    if isinstance(value, list):
-        return f"[{len(value)} swaps]"
-    return str(value)

@@ -20,7 +20,7 @@ from react.controller import Decision
 from react.report import change_epochs, summarise
 
 __all__ = ["METRICS", "TRACE_FIELDS", "Metric", "edit_distance", "job_result", "kept_swaps",
-           "trace_record", "within"]
+           "trace_record", "value_text", "within"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +119,19 @@ def edit_distance(a: Sequence[Any], b: Sequence[Any]) -> int:
                                previous[j - 1] + (x != y)))
         previous = current
     return previous[-1]
+
+
+def value_text(metric: str, value: Any) -> str:
+    """A metric's value for people: times in µs, the gain in %, swaps counted."""
+    if value is None:
+        return "-"
+    if metric.endswith("_time_s"):
+        return f"{value * 1e6:.1f} us"
+    if metric == "gain":
+        return f"{value:+.1%}"
+    if metric == "kept_swaps":
+        return f"{len(value)} swap{'s' if len(value) != 1 else ''}"
+    return str(value)
 
 
 def within(metric: str, golden: Any, new: Any, tolerance: float) -> bool:

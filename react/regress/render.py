@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from react.regress.compare import MetricDelta, TraceDiff, Verdict
-from react.regress.metrics import METRICS, TRACE_FIELDS
+from react.regress.metrics import METRICS, TRACE_FIELDS, value_text
 from react.regress.runner import CaseRun
 
 __all__ = ["controllers_table", "junit_xml", "markdown", "results_table", "terminal"]
@@ -24,19 +24,6 @@ __all__ = ["controllers_table", "junit_xml", "markdown", "results_table", "termi
 _GREEN, _RED, _BOLD, _RESET = "\033[32m", "\033[31m", "\033[1m", "\033[0m"
 _SHORT = {"mean_time_s": "mean", "p95_time_s": "p95", "gain": "gain",
           "pattern_changes": "changes", "settle_epoch": "settled", "kept_swaps": "kept swaps"}
-
-
-def value_text(metric: str, value: Any) -> str:
-    """A metric's value for people: times in µs, the gain in %, swaps counted."""
-    if value is None:
-        return "-"
-    if metric.endswith("_time_s"):
-        return f"{value * 1e6:.1f} us"
-    if metric == "gain":
-        return f"{value:+.1%}"
-    if metric == "kept_swaps":
-        return f"{len(value)} swap{'s' if len(value) != 1 else ''}"
-    return str(value)
 
 
 def delta_text(d: MetricDelta) -> str:
@@ -144,7 +131,7 @@ def side_by_side(diff: TraceDiff, *, width: int = 100) -> list[str]:
     """The first differing decision of a job: golden on the left, new on the right."""
     column = (width - 20) // 2
     lines = [f"  first differing decision of job {diff.job} (decision {diff.index}):",
-             f"    {'':<14}  {'golden':<{column}}  new"]
+             f"    {'':<16}  {'golden':<{column}}  new"]
     for field in TRACE_FIELDS:
         left = textwrap.wrap(_field_text(diff.golden, field), column) or [""]
         right = textwrap.wrap(_field_text(diff.new, field), column) or [""]
@@ -153,7 +140,7 @@ def side_by_side(diff: TraceDiff, *, width: int = 100) -> list[str]:
             name = f"{mark} {field}" if i == 0 else ""
             a = left[i] if i < len(left) else ""
             b = right[i] if i < len(right) else ""
-            lines.append(f"    {name:<14}  {a:<{column}}  {b}".rstrip())
+            lines.append(f"    {name:<16}  {a:<{column}}  {b}".rstrip())
     return lines
 
 
