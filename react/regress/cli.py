@@ -77,7 +77,7 @@ def _color(choice: str, out: TextIO) -> bool:
 def cmd_regress(args: argparse.Namespace, out: TextIO) -> int:
     """``react regress`` (module docstring)."""
     from react.regress import golden, render
-    from react.regress.compare import Verdict, compare_case
+    from react.regress.compare import compare_case, run_verdict
     from react.regress.runner import check_controllers, run_suite
     from react.regress.suite import RegressError, load_suite, resolve_controllers
 
@@ -104,10 +104,7 @@ def cmd_regress(args: argparse.Namespace, out: TextIO) -> int:
         verdicts = [compare_case(r, goldens.get(r.case), cases[r.scenario]) for r in runs]
         lines = render.terminal(verdicts, color=_color(args.color, out))
     else:
-        verdicts = [Verdict(r.case, r.scenario, r.controller,
-                            "error" if r.error else "fail" if r.nondeterministic else "pass",
-                            (), (), tuple(p for p in (r.error, r.nondeterministic) if p),
-                            r.duration_s) for r in runs]
+        verdicts = [run_verdict(r) for r in runs]
         lines = render.results_table(runs)
     stale = sorted(set(goldens) - {r.case for r in runs})
     if stale:

@@ -25,7 +25,7 @@ from react.regress.runner import CaseRun
 from react.regress.suite import Case
 
 __all__ = ["MetricDelta", "TraceDiff", "Verdict", "compare_case", "first_trace_difference",
-           "metric_direction"]
+           "metric_direction", "run_verdict"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +91,15 @@ def first_trace_difference(job: str, golden: Sequence[Mapping[str, Any]],
     return None
 
 
+def run_verdict(run: CaseRun) -> Verdict:
+    """A case judged without a golden (``--record``, or no mode): did it run, deterministically?"""
+    problems = [p for p in (run.error, run.nondeterministic and
+                            f"not deterministic: {run.nondeterministic}") if p]
+    status = "error" if run.error else "fail" if problems else "pass"
+    return Verdict(run.case, run.scenario, run.controller, status, (), (), tuple(problems),
+                   run.duration_s)
+
+
 def compare_case(run: CaseRun, golden: Mapping[str, Any] | None, case: Case) -> Verdict:
     """Compare one case's rerun with its golden (module docstring)."""
     def verdict(status: str, problems: Sequence[str], deltas: Sequence[MetricDelta] = (),
@@ -102,8 +111,7 @@ def compare_case(run: CaseRun, golden: Mapping[str, Any] | None, case: Case) -> 
         return verdict("error", [run.error or "no result"])
     problems: list[str] = []
     if run.nondeterministic is not None:
-        problems.append("not deterministic: two runs in separate processes differ at "
-                        + run.nondeterministic)
+        problems.append(f"not deterministic: {run.nondeterministic}")
     if golden is None:
         return verdict("fail", problems + ["no golden recorded for this case (accept this run "
                                            "with --update)"])

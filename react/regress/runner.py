@@ -8,10 +8,12 @@ of run, named by the point's ``role``:
 
 - ``off``: the scenario with every controller switched off, the reference of the ``gain`` metric;
 - ``run``: the scenario with one controller (``scenario``: each job as its file says);
-- ``twin``: the same run again in a fresh interpreter started for it alone (``python -m
-  react.regress.runner``) with a different string-hash seed (``PYTHONHASHSEED``), so that
-  anything the trace depends on beyond the scenario (set iteration order, process ids, state
-  left by an earlier run in a worker, the clock) shows up as a difference from ``run``.
+- ``twin``: the ``run`` points again, in a fresh interpreter started for them
+  (``python -m react.regress.runner``) with a different string-hash seed (``PYTHONHASHSEED``), so
+  that anything a trace depends on beyond the scenario (set iteration order, process ids, state
+  left by an earlier run in a worker, the clock) shows up as a difference from ``run``. The
+  reruns are shared out among as many fresh interpreters as there are workers (each case's two
+  runs are still in two processes), which keeps interpreter start-ups off the suite's time.
 
 A case's result is ``{"jobs": {job: {"metrics": {...}, "trace": [...]}}}``: JSON data only, so
 that the comparison with the twin, and later with the golden, is exact.
@@ -74,7 +76,8 @@ def case_id(scenario: str, controller: str) -> str:
 
 # -- one run, in a worker ------------------------------------------------------------------------
 def run_point(point: Point) -> dict[str, Any]:
-    """The sweep runner of a suite's points (module docstring): ``{job: {...}}``."""
+    """The sweep runner of a suite's points (module docstring): ``{job: {...}}``, or for a
+    ``twin`` point ``{point key: {"result": {job: {...}}} or {"error": message}}``."""
     if point.params["role"] == "twin":
         return _run_fresh(point)
     return _run_here(point)
@@ -107,27 +110,34 @@ def _run_fresh(point: Point) -> dict[str, Any]:
     # the child imports exactly what this process imports (the same react, the user's modules)
     paths = [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
     env = dict(os.environ, PYTHONHASHSEED=_other_hash_seed(), PYTHONPATH=os.pathsep.join(paths))
-    fields = {name: getattr(point, name) for name in Point.__slots__}  # type: ignore[attr-defined]
-    fields["params"] = {**point.params, "role": "run"}
+    timeout = CASE_TIMEOUT_S * len(point.scenario["runs"])
     try:
         proc = subprocess.run([sys.executable, "-m", "react.regress.runner"],
-                              input=json.dumps(fields), capture_output=True, text=True,
-                              env=env, timeout=CASE_TIMEOUT_S, check=False)
+                              input=json.dumps(point.scenario["runs"]), capture_output=True,
+                              text=True, env=env, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        raise RegressError(f"the rerun in a fresh process took more than {CASE_TIMEOUT_S:g} s"
+        raise RegressError(f"the reruns in a fresh process took more than {timeout:g} s"
                            ) from None
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise RegressError(f"the rerun in a fresh process failed (exit {proc.returncode}): "
+        raise RegressError(f"the reruns in a fresh process failed (exit {proc.returncode}): "
                            f"{last}")
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
 
 
 def main() -> int:
-    """``python -m react.regress.runner``: run the point given as JSON on stdin, print JSON."""
-    fields = json.loads(sys.stdin.read())
-    result = _run_here(Point(**fields))
-    sys.stdout.write(json.dumps(result))
+    """``python -m react.regress.runner``: rerun the ``run`` points given as JSON on stdin.
+
+    Prints ``{point key: {"result": result} or {"error": message}}``.
+    """
+    out: dict[str, Any] = {}
+    for fields in json.loads(sys.stdin.read()):
+        point = Point(**fields)
+        try:
+            out[point.key] = {"result": _run_here(point)}
+        except Exception as exc:  # the primary run reports it; here it only has to agree
+            out[point.key] = {"error": f"{type(exc).__name__}: {exc}"}
+    sys.stdout.write(json.dumps(out))
     return 0
 
 
@@ -141,6 +151,18 @@ def _point(suite: Suite, case: Case, role: str, controller: str | None) -> Point
     return Point(key, key, suite.name, params, case.document, case.base_dir,
                  seed if isinstance(seed, int) else 0, "off" if role == "off" else "scenario",
                  suite.warmup_epochs, RUNNER)
+
+
+def _twins(suite: Suite, runs: Sequence[Point], chunks: int) -> list[Point]:
+    """The ``run`` points shared out into ``chunks`` twin points (one fresh process each)."""
+    out = []
+    for i in range(min(chunks, len(runs))):
+        share = [{name: getattr(p, name) for name in Point.__slots__}  # type: ignore[attr-defined]
+                 for p in runs[i::chunks]]
+        key = hashlib.sha256(json.dumps([p["key"] for p in share]).encode()).hexdigest()[:32]
+        out.append(Point(key, key, suite.name, {"role": "twin", "chunk": i}, {"runs": share},
+                         ".", 0, "scenario", suite.warmup_epochs, RUNNER))
+    return out
 
 
 def run_suite(suite: Suite, *, controllers: Sequence[str] | None = None,
@@ -161,28 +183,34 @@ def run_suite(suite: Suite, *, controllers: Sequence[str] | None = None,
     from react.sweep import execute
 
     controllers = tuple(controllers or suite.controllers)
-    points: list[Point] = []
-    for case in suite.cases:
-        points.append(_point(suite, case, "off", None))
-        for ctl in controllers:
-            points.append(_point(suite, case, "run", ctl))
-            if determinism:
-                points.append(_point(suite, case, "twin", ctl))
+    offs = [_point(suite, case, "off", None) for case in suite.cases]
+    runs = [_point(suite, case, "run", ctl) for case in suite.cases for ctl in controllers]
+    twins = _twins(suite, runs, workers or len(os.sched_getaffinity(0))) if determinism else []
     with tempfile.TemporaryDirectory(prefix="react-regress-") as tmp:
         with ResultStore(Path(tmp) / "runs.sqlite") as store:
-            summary = execute(points, store, workers=workers, dask=dask, progress=progress,
-                              version="regress")
+            # the long twin points first, so that the pool ends with the short ones
+            summary = execute(twins + runs + offs, store, workers=workers, dask=dask,
+                              progress=progress, version="regress")
             records = {r.point_key: r for r in store.runs()}
     if summary.interrupted:
         raise KeyboardInterrupt
     not_run = summary.broken or "the run was stopped"
+    reruns: dict[str, Any] = {}  # run point key -> {"result": ...} | {"error": ...}
+    for t in twins:
+        record = records.get(t.key)
+        problem = _error(record, "the rerun in a fresh process", not_run)
+        for share in t.scenario["runs"]:
+            if problem is None and record is not None and record.metrics is not None:
+                reruns[share["key"]] = record.metrics[share["key"]]
+            else:
+                reruns[share["key"]] = {"error": problem}
     out: list[CaseRun] = []
-    for case in suite.cases:
-        off = records.get(_point(suite, case, "off", None).key)
+    for case, off in zip(suite.cases, offs, strict=True):
         for ctl in controllers:
-            run = records.get(_point(suite, case, "run", ctl).key)
-            twin = records.get(_point(suite, case, "twin", ctl).key) if determinism else None
-            out.append(_case_run(case, ctl, off, run, twin, determinism, not_run))
+            run = _point(suite, case, "run", ctl)
+            twin = reruns.get(run.key) if determinism else None
+            out.append(_case_run(case, ctl, records.get(off.key), records.get(run.key), twin,
+                                 not_run))
     return out
 
 
@@ -218,8 +246,8 @@ def _error(record: Any, what: str, not_run: str) -> str | None:
     return None
 
 
-def _case_run(case: Case, controller: str, off: Any, run: Any, twin: Any, determinism: bool,
-              not_run: str) -> CaseRun:
+def _case_run(case: Case, controller: str, off: Any, run: Any, twin: Any, not_run: str
+              ) -> CaseRun:
     name = case_id(case.name, controller)
     duration = run.duration_s if run is not None else 0.0
     error = _error(run, "the run", not_run) or _error(off, "the run without a controller",
@@ -232,13 +260,15 @@ def _case_run(case: Case, controller: str, off: Any, run: Any, twin: Any, determ
         algbw = metrics.pop("mean_algbw_gbps")
         metrics["gain"] = algbw / off.metrics[job]["mean_algbw_gbps"] - 1.0
         jobs[job] = {"metrics": metrics, "trace": data["trace"]}
-    result = {"jobs": jobs}
     different = None
-    if determinism:
-        different = _error(twin, "the rerun in a fresh process", not_run)
-        if different is None:
-            different = first_difference(run.metrics, twin.metrics)
-    return CaseRun(name, case.name, controller, result, None, different, duration)
+    if twin is not None:
+        if "error" in twin:
+            different = f"its rerun in a separate process failed: {twin['error']}"
+        else:
+            where = first_difference(run.metrics, twin["result"])
+            if where is not None:
+                different = f"two runs in separate processes differ at {where}"
+    return CaseRun(name, case.name, controller, {"jobs": jobs}, None, different, duration)
 
 
 def first_difference(a: Any, b: Any, where: str = "") -> str | None:

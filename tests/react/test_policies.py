@@ -19,6 +19,7 @@ from react.policies import (
     resolve,
 )
 from react.policies.baselines import NeverChange, RandomSwap
+from react.report import change_epochs
 from react.scenario import ScenarioError, parse_scenario, run_scenario
 from react.verify import verify
 
@@ -189,3 +190,17 @@ def test_random_swap_tries_viable_swaps_and_keeps_only_what_pays():
         trial = times[6 * (i + 1): 6 * (i + 1) + 6].mean()
         kept = run.decisions[i + 1].action != "revert"
         assert kept == (trial * 1.05 <= before)
+
+
+def test_example_greedy_controller_runs_through_the_guard():
+    # experiments/controllers/greedy.py is the example of docs/regress.md; the guard verifies
+    # every pattern it decides, so a run to the end means all of them computed the AllReduce
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    scenario = parse_scenario(_scenario(controller="experiments/controllers/greedy.py:Greedy"),
+                              base_dir=root)
+    run = run_scenario(scenario)["tree"]
+    assert [d.action for d in run.decisions] == ["try"] * 3
+    # batches end at epochs 5, 11, 17; the first two changes take effect at once (no delay)
+    assert change_epochs(run) == [6, 12]
