@@ -6,6 +6,7 @@ tests run with one worker (in this process) and without the determinism rerun, w
 of its own.
 """
 
+import importlib.util
 import json
 import re
 import shutil
@@ -128,7 +129,9 @@ def goldens(work, recorded):
 
 
 def regress(*args, fast=True):
-    extra = ["--workers", "1", "--no-progress", "--color", "never"]
+    extra = ["--no-progress", "--color", "never"]
+    if "--dask" not in args:
+        extra += ["--workers", "1"]
     if fast:
         extra.append("--no-determinism-check")
     return main(["regress", *args, *extra])
@@ -417,3 +420,9 @@ def test_default_suite_matches_its_goldens(capsys):
                str(ROOT / "experiments/suites/default.golden"), "--workers", "2",
                "--no-progress", "--color", "never"])
     assert rc == 0, capsys.readouterr().out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
+                    reason="needs the optional dask[distributed]")
+def test_dask_local_cluster_gives_the_recorded_results(work, goldens, capsys):
+    assert regress("suite.toml", "--against", "g", "--dask", "local") == 0
