@@ -21,6 +21,7 @@ from react.argtypes import positive_int
 __all__ = ["add_parser", "cmd_regress"]
 
 EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
 
 
 def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
@@ -97,8 +98,13 @@ def cmd_regress(args: argparse.Namespace, out: TextIO) -> int:
     print(f"suite {suite.name}: {len(suite.cases)} scenarios x {len(controllers)} "
           f"controller(s){'' if args.no_determinism_check else ', each run twice'}", file=out)
     out.flush()
-    runs = run_suite(suite, controllers=controllers, workers=args.workers, dask=args.dask,
-                     determinism=not args.no_determinism_check, progress=not args.no_progress)
+    try:
+        runs = run_suite(suite, controllers=controllers, workers=args.workers, dask=args.dask,
+                         determinism=not args.no_determinism_check,
+                         progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print("react: interrupted; no golden was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
     cases = {c.name: c for c in suite.cases}
     if args.against:
         verdicts = [compare_case(r, goldens.get(r.case), cases[r.scenario]) for r in runs]

@@ -407,11 +407,21 @@ def test_bad_input_is_one_error_and_leaves_goldens_untouched(work, goldens, caps
     assert (snapshot(work / "g"), snapshot(work / "other")) == before
 
 
-def test_bad_suite_on_the_command_line_exits_2(work, capsys):
-    (work / "suite.toml").write_text(SUITE.replace("gain = 0.0", "gain = -0.5"))
-    assert regress("suite.toml", "--record", "g") == 2
-    assert "metrics.gain = -0.5" in capsys.readouterr().err
-    assert not (work / "g").exists()
+@pytest.mark.parametrize("edit, words", [
+    (lambda s: s.replace('path = "quiet.toml"', 'path = "missing.toml"'),
+     "scenarios[1].path = 'missing.toml'"),
+    (lambda s: s.replace("gain = 0.0", "gian = 0.0"), "unknown metric 'gian'"),
+    (lambda s: s.replace("gain = 0.0", "gain = -0.5"), "metrics.gain = -0.5"),
+])
+@pytest.mark.parametrize("mode", ["--against", "--record"])
+def test_bad_suite_on_the_command_line_exits_2_goldens_untouched(work, goldens, capsys, edit,
+                                                                  words, mode):
+    (work / "suite.toml").write_text(edit(SUITE))
+    before = snapshot(goldens)
+    assert regress("suite.toml", mode, "g") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0], err
+    assert snapshot(goldens) == before
 
 
 @pytest.mark.slow
