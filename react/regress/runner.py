@@ -131,13 +131,17 @@ def main() -> int:
     Prints ``{point key: {"result": result} or {"error": message}}``.
     """
     out: dict[str, Any] = {}
-    for fields in json.loads(sys.stdin.read()):
-        point = Point(**fields)
-        try:
-            out[point.key] = {"result": _run_here(point)}
-        except Exception as exc:  # the primary run reports it; here it only has to agree
-            out[point.key] = {"error": f"{type(exc).__name__}: {exc}"}
-    sys.stdout.write(json.dumps(out))
+    answer, sys.stdout = sys.stdout, sys.stderr  # a controller's print() must not garble it
+    try:
+        for fields in json.loads(sys.stdin.read()):
+            point = Point(**fields)
+            try:
+                out[point.key] = {"result": _run_here(point)}
+            except Exception as exc:  # the primary run reports it; here it only has to agree
+                out[point.key] = {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        sys.stdout = answer
+    answer.write(json.dumps(out))
     return 0
 
 

@@ -93,6 +93,7 @@ POLICIES = textwrap.dedent("""\
     class PerProcess(_Base):
         def observe(self, batch):
             self.n += 1
+            print("a chatty policy")
             return Decision(self.n - 1, "keep", self.pattern, f"process {os.getpid()}")
 
     class NoObserve(_Base):
