@@ -13,7 +13,6 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from react.argtypes import positive_int
@@ -123,9 +122,9 @@ def cmd_regress(args: argparse.Namespace, out: TextIO) -> int:
         with open(args.markdown, "w", encoding="utf-8") as fh:
             fh.write(render.markdown(verdicts, suite=suite.name))
     if args.junit:
-        stamp = datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="seconds")
         with open(args.junit, "w", encoding="utf-8") as fh:
-            fh.write(render.junit_xml(verdicts, suite=suite.name, timestamp=stamp))
+            fh.write(render.junit_xml(verdicts, suite=suite.name,
+                                      properties={"suite_file": suite.source}))
     target = args.record or (args.against if args.update else None)
     if target:
         written = golden.write_goldens(target, suite, runs, replace_all=bool(args.record))

@@ -188,22 +188,32 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def junit_xml(verdicts: Sequence[Verdict], *, suite: str, timestamp: str | None = None) -> str:
-    """JUnit XML: a ``testsuites`` root, one ``testsuite`` per suite, one ``testcase`` per case.
+def junit_xml(verdicts: Sequence[Verdict], *, suite: str, timestamp: str | None = None,
+              properties: Mapping[str, str] | None = None) -> str:
+    """JUnit XML: a ``testsuites`` root, one ``testsuite``, one ``testcase`` per case.
 
     A failing case holds a ``failure`` (an erroring one an ``error``) with ``message`` (the first
-    problem) and ``type``; its text lists every problem and the first differing decisions.
+    problem) and ``type``; its text lists every problem and the first differing decisions. The
+    attributes and elements satisfy both Jenkins' ``junit-10.xsd`` and Ant's stricter schema
+    (``timestamp``, ``hostname``, ``id``, ``package``; ``properties``, ``system-out``,
+    ``system-err`` in that order around the test cases).
     """
+    import socket
+    from datetime import UTC, datetime
+
     failures = sum(v.status == "fail" for v in verdicts)
     errors = sum(v.status == "error" for v in verdicts)
     total = sum(v.duration_s for v in verdicts)
     counts = {"tests": str(len(verdicts)), "failures": str(failures), "errors": str(errors),
               "time": f"{total:.3f}"}
+    stamp = timestamp or datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="seconds")
     root = ET.Element("testsuites", {"name": f"react regress {suite}", **counts})
-    attrs = {"name": suite, **counts, "skipped": "0"}
-    if timestamp:
-        attrs["timestamp"] = timestamp
-    ts = ET.SubElement(root, "testsuite", attrs)
+    ts = ET.SubElement(root, "testsuite", {
+        "name": suite, **counts, "skipped": "0", "timestamp": stamp,
+        "hostname": socket.gethostname() or "localhost", "id": "0", "package": "react.regress"})
+    props = ET.SubElement(ts, "properties")
+    for name, value in (properties or {}).items():
+        ET.SubElement(props, "property", {"name": name, "value": value})
     for v in verdicts:
         tc = ET.SubElement(ts, "testcase", {"name": v.case, "classname": f"regress.{suite}",
                                             "time": f"{v.duration_s:.3f}"})
@@ -217,6 +227,8 @@ def junit_xml(verdicts: Sequence[Verdict], *, suite: str, timestamp: str | None 
             body.extend(side_by_side(diff))
         el = ET.SubElement(tc, tag, {"message": first, "type": kind})
         el.text = "\n".join(body)
+    ET.SubElement(ts, "system-out").text = ""
+    ET.SubElement(ts, "system-err").text = ""
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 

@@ -287,15 +287,18 @@ def test_changed_parameter_fails_the_right_scenario_at_the_right_decision(work, 
 # group, time, skipped, timestamp, hostname, id, package, file, log, url; its children are
 # testsuite, properties, testcase, system-out, system-err; testcase requires name and allows
 # time, classname, group, with children skipped, error, failure, system-out, system-err (and the
-# rerun/flaky ones); failure, error and skipped allow only type and message; time values match
-# the SUREFIRE_TIME pattern. Stricter readers (Ant's schema) also want classname and time on
-# every testcase and a message on every failure; those are checked too.
+# rerun/flaky ones); failure, error and skipped allow only type and message; property needs name
+# and value; time values match the SUREFIRE_TIME pattern. Stricter readers (Ant's JUnit schema)
+# also require timestamp (xs:dateTime without zone), hostname, id and package on the testsuite,
+# its children in the order properties, testcase*, system-out, system-err, classname and time on
+# every testcase, and type on every failure; those are checked too, plus a message per failure.
 _TIME = re.compile(r"^(([0-9]{0,3},)*[0-9]{3}|[0-9]{0,3})*(\.[0-9]*)?$")
 _ALLOWED = {
     "testsuites": ({"name", "time", "tests", "failures", "errors"}, set(), {"testsuite"}),
     "testsuite": ({"name", "tests", "failures", "errors", "group", "time", "skipped",
                    "timestamp", "hostname", "id", "package", "file", "log", "url"},
-                  {"name", "tests", "failures", "errors"},
+                  {"name", "tests", "failures", "errors", "timestamp", "hostname", "id",
+                   "package"},
                   {"testsuite", "properties", "testcase", "system-out", "system-err"}),
     "testcase": ({"name", "time", "classname", "group"}, {"name", "classname", "time"},
                  {"skipped", "error", "failure", "system-out", "system-err", "rerunFailure",
@@ -303,7 +306,12 @@ _ALLOWED = {
     "failure": ({"type", "message"}, {"message", "type"}, set()),
     "error": ({"type", "message"}, {"message", "type"}, set()),
     "skipped": ({"type", "message"}, set(), set()),
+    "properties": (set(), set(), {"property"}),
+    "property": ({"name", "value"}, {"name", "value"}, set()),
+    "system-out": (set(), set(), set()),
+    "system-err": (set(), set(), set()),
 }
+_DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$")
 
 
 def _check_element(el):
@@ -322,6 +330,9 @@ def check_junit(path, *, cases, failing):
     assert root.tag == "testsuites"
     _check_element(root)
     (suite,) = root
+    assert _DATETIME.match(suite.get("timestamp")), suite.get("timestamp")
+    tags = [child.tag for child in suite]
+    assert tags == ["properties"] + ["testcase"] * len(cases) + ["system-out", "system-err"]
     testcases = suite.findall("testcase")
     assert [t.get("name") for t in testcases] == cases          # one per case
     assert suite.get("tests") == str(len(cases))
