@@ -4,7 +4,8 @@
 scenario file (:mod:`react.scenario`) with a progress bar and prints per-job tables and the
 controller's decisions; ``react patterns`` lists, shows, verifies and draws pattern generators.
 ``react sweep SPEC`` and ``react report`` (grids of scenarios, the results store) are defined in
-:mod:`react.sweep`, ``react plot`` (figures from the store) in :mod:`react.plots`.
+:mod:`react.sweep`, ``react plot`` (figures from the store) in :mod:`react.plots`, ``react regress``
+(suites, golden decision traces, controllers side by side) in :mod:`react.regress.cli`.
 This module (with :mod:`react.report` for the tables) is the only place that prints.
 
 Bad input (a missing or invalid scenario, a bad number) prints one line ``react: error: ...`` on
@@ -168,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
     from react.backends.emu.cli import add_parser as add_emu_parser
 
     add_emu_parser(sub, [common])
+    # `react regress`: suites, goldens and controller comparisons (react.regress)
+    from react.regress.cli import add_parser as add_regress_parser
+
+    add_regress_parser(sub, [common])
     return parser
 
 

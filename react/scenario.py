@@ -44,6 +44,10 @@ The file (every key is listed; anything else is an error)::
     seed = 0                         # optional: per-epoch port choice and controller seed
     react = true                     # or a table of ControllerConfig parameters:
     # [jobs.react]                   #   enabled = true, batch_epochs = 6, delta1 = 0.2, ...
+    controller = "react"             # optional: who decides when react is on: "react", a
+                                     # baseline ("never", "random"), "package.module:Factory" or
+                                     # "path/to/file.py:Factory" (relative to this file); see
+                                     # react.policies
 
     [[background]]
     kind = "long_lived"              # long_lived | periodic_bulk | poisson_on_off
@@ -162,6 +166,8 @@ class JobSpec:
     seed: int
     react: bool
     controller: ControllerConfig
+    controller_factory: str = "react"
+    """Who decides when ``react`` is on: a reference :func:`react.policies.resolve` accepts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +240,20 @@ class Scenario:
         if epochs > MAX_EPOCHS:
             raise ScenarioError(f"epochs must be at most {MAX_EPOCHS:,}, got {epochs!r}")
         return replace(self, jobs=tuple(replace(j, epochs=epochs) for j in self.jobs))
+
+    def with_controller(self, ref: str, base_dir: str | os.PathLike[str] = ".") -> Scenario:
+        """The same scenario with ``ref`` deciding for every job that runs a controller.
+
+        ``ref`` is anything :func:`react.policies.resolve` accepts (a relative file path is read
+        from ``base_dir``); a reference that does not load is a :class:`ScenarioError`.
+        """
+        from react.policies import ControllerLoadError, resolve
+
+        try:
+            ref = resolve(ref, base_dir)
+        except ControllerLoadError as exc:
+            raise ScenarioError(str(exc)) from None
+        return replace(self, jobs=tuple(replace(j, controller_factory=ref) for j in self.jobs))
 
     def with_backend(self, backend: str) -> Scenario:
         """The same scenario on another backend (the CLI's --backend)."""
@@ -400,7 +420,8 @@ def parse_scenario(
     jobs: list[JobSpec] = []
     taken: set[str] = set()
     for i, raw in enumerate(raw_jobs):
-        job = _job(_Table(raw, f"jobs[{i}]", source), topology, seed, connections, taken)
+        job = _job(_Table(raw, f"jobs[{i}]", source), topology, seed, connections, taken,
+                   Path(base_dir))
         if job.name in {j.name for j in jobs}:
             raise ScenarioError(f"{source}: jobs[{i}].name = {job.name!r}: expected a unique name")
         jobs.append(job)
@@ -472,10 +493,11 @@ def _topology(t: _Table, base_dir: Path) -> Topology:
 
 
 _JOB_KEYS = ("name", "collective", "ranks", "placement", "message_bytes", "epochs",
-             "compute_gap_s", "connections", "seed", "react")
+             "compute_gap_s", "connections", "seed", "react", "controller")
 
 
-def _job(t: _Table, topo: Topology, seed: int, connections: int, taken: set[str]) -> JobSpec:
+def _job(t: _Table, topo: Topology, seed: int, connections: int, taken: set[str],
+         base_dir: Path) -> JobSpec:
     name = t.string("name")
     if ":" in name:
         raise t.fail("name", name, "a name without ':' (JOB:RANK names a rank's host)")
@@ -490,6 +512,7 @@ def _job(t: _Table, topo: Topology, seed: int, connections: int, taken: set[str]
     conns = t.integer("connections", connections, minimum=1)
     job_seed = t.integer("seed", seed)
     react, controller = _react(t, job_seed)
+    factory = _controller_factory(t, base_dir)
     hosts = _placement(t, topo, ranks, job_seed, taken)
     t.done(_JOB_KEYS)
     try:
@@ -497,7 +520,17 @@ def _job(t: _Table, topo: Topology, seed: int, connections: int, taken: set[str]
     except ReactError as exc:
         raise t.fail("ranks", ranks, f"a rank count {collective} supports ({exc})") from None
     return JobSpec(name, collective, ranks, hosts, message_bytes, epochs, compute_gap_s, conns,
-                   job_seed, react, controller)
+                   job_seed, react, controller, factory)
+
+
+def _controller_factory(t: _Table, base_dir: Path) -> str:
+    from react.policies import ControllerLoadError, resolve
+
+    ref = t.string("controller", "react")
+    try:
+        return resolve(ref, base_dir)
+    except ControllerLoadError as exc:
+        raise t.fail("controller", ref, f"a controller that loads ({exc})") from None
 
 
 def _react(t: _Table, job_seed: int) -> tuple[bool, ControllerConfig]:
@@ -657,14 +690,19 @@ def open_jobs(scenario: Scenario, *, react: bool | None = None) -> Iterator[list
 
 
 def controllers(scenario: Scenario, react: bool | None) -> list[Any]:
-    """Each job's pattern and controller (None where REACT is off), in job order."""
-    from react.controller import Controller
+    """Each job's pattern and controller (None where REACT is off), in job order.
+
+    The controller is REACT unless the job names another (its ``controller`` key); any other is
+    checked and guarded by :func:`react.policies.make_controller`.
+    """
+    from react.policies import make_controller
 
     out = []
     for spec in scenario.jobs:
         pattern = GENERATORS[spec.collective](spec.ranks)
         on = spec.react if react is None else react
-        out.append((pattern, Controller(pattern, spec.controller) if on else None))
+        out.append((pattern, make_controller(spec.controller_factory, pattern, spec.controller)
+                             if on else None))
     return out
 
 
