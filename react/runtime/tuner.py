@@ -1044,7 +1044,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m react.runtime.tuner --spec SPEC.json --out RESULT.json``.
 
     Prints ``{"type": "listening", "host": h, "port": p}`` as one line on stdout once it
-    listens, then ``{"type": "epoch", "epoch": e}`` as each epoch is merged (progress), serves the job, writes the result. Exit status: 0 when every rank finished and
+    listens, then ``{"type": "epoch", "epoch": e}`` as each epoch is merged (progress); serves
+    the job, writes the result. Exit status: 0 when every rank finished and
     every epoch merged, 3 when the result is partial (see its ``events``), 2 on a bad spec.
     """
     parser = argparse.ArgumentParser(

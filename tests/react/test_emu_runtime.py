@@ -8,8 +8,6 @@ epoch, cleanup against ``ip netns list``. Every process has a timeout.
 """
 
 import json
-import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,7 +24,6 @@ from react.backends.emu.cleanup import list_namespaces
 from react.cli import main as react_main
 from react.detect import detect_congestion
 from react.errors import ReactError
-from react.pattern import Flow
 from react.patterns import allreduce_double_binary_tree
 from react.runtime.rank import job_spec
 from react.scenario import open_jobs, parse_scenario, run_scenario

@@ -14,8 +14,8 @@ wall-clock seconds from the moment the network is up. Link latencies are not emu
 kernel here has no netem). Switch ports share their rate fairly among source *hosts*
 (:mod:`react.backends.emu.tc`: the kernel has no per-flow fair queue), so ``p`` parallel
 background flows from one host take one share where flowsim gives them ``p``; the run warns, and
-one flow from each of ``p`` hosts gives the per-flow shares. Background sources are flowsim's three kinds, each on one TCP
-connection (:meth:`~react.backends.emu.EmuNetwork.start_background`).
+one flow from each of ``p`` hosts gives the per-flow shares. Background sources are flowsim's
+three kinds, each on one TCP connection (:meth:`~react.backends.emu.EmuNetwork.start_background`).
 
 An :class:`EmuJob` runs one job the way the paper's prototype does (§6): one process per rank
 (:mod:`react.runtime.rank`) in its host's namespace, RCollective over the chosen transport, and
@@ -43,8 +43,8 @@ from react.backends.base import JobRun
 from react.backends.emu import EmuError, EmuNetwork
 from react.controller import Controller
 from react.pattern import Pattern
-from react.verify import verify
 from react.runtime.rank import job_spec
+from react.verify import verify
 
 if TYPE_CHECKING:
     from react.scenario import EmuSpec, JobSpec, Scenario
@@ -78,6 +78,9 @@ class EmuJob:
         from react.runtime.tuner import read_result, spawn_leader
 
         verify(pattern)  # refused here, before any process starts or any byte is sent
+        if controller is not None and type(controller) is not Controller:
+            raise EmuError(f"job {name!r}: the tuner on real ranks runs REACT's own controller; "
+                           f"{type(controller).__name__} runs on the simulator only for now")
         hosts = self.spec.hosts
         net = self.network
         emu = self.emu
@@ -256,7 +259,7 @@ def scenario_jobs(scenario: Scenario, *, react: bool | None = None) -> Iterator[
                                              link_rate_bps=scenario.emu.link_rate_bps))
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="react-emu-")))
         timers: list[threading.Timer] = []
-        stack.callback(lambda: [t.cancel() for t in timers])
+        stack.callback(_cancel_all, timers)
         fastest_bps = net.scale * max(link.capacity_bps for link in scenario.topology.links)
         for i, bg in enumerate(scenario.background):
             duration = (bg.stop_s or BACKGROUND_MAX_S) - (bg.start_s or 0.0)
@@ -289,6 +292,11 @@ def scenario_jobs(scenario: Scenario, *, react: bool | None = None) -> Iterator[
             stack.callback(backend.close)
             jobs.append(Job(spec.name, backend, pattern, spec.epochs, controller))
         yield jobs
+
+
+def _cancel_all(timers: list[threading.Timer]) -> None:
+    for t in timers:
+        t.cancel()
 
 
 def _starter(net: EmuNetwork, kind: str, src: str, dst: str, kwargs: dict[str, Any]
