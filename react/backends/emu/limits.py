@@ -5,8 +5,8 @@ Building is cheap: a host costs a namespace, one veth pair and a few htb classes
 setup. What a host really costs is the process that runs on it: a Python rank with numpy
 is 55 MB resident before it allocates its buffers, so :data:`HOST_BUDGET_BYTES` budgets
 100 MB per host. :func:`max_hosts` lets the hosts take at most half of the memory available
-now, and never more than :data:`HARD_CAP` (a 64-host star builds in ~4 s; the address plan
-allows 16384). With 23.8 GB available (this machine kind) that is 117 hosts.
+now, and never more than :data:`HARD_CAP` (a 64-host star builds in 1.5-4 s; the address plan
+allows 16384). With 22.7-24.3 GB available (this machine kind) that is 111-119 hosts.
 
 Running is what limits accuracy. Host pairs sending 16 MiB each at 200 Mbit/s at once
 through one bridge, all starting at the same instant: with 4 and 8 pairs every pair still ran at
