@@ -209,8 +209,10 @@ def test_background_senders_are_bounded_in_time_and_bytes(prefix):
         start = time.monotonic()
         by_bytes = net.start_background("long_lived", "h0", "h1", port=6000, duration_s=5.0,
                                         max_bytes=MIB)
-        by_time = net.start_background("periodic_bulk", "h0", "h2", port=6001, duration_s=0.6,
-                                       max_bytes=100 * MIB, size_bytes=64 * 1024, period_s=0.1)
+        # as a scenario file gives them: flowsim's default port 0, a float size
+        by_time = net.start_background("periodic_bulk", "h0", "h2", port=0, duration_s=0.6,
+                                       max_bytes=100 * MIB, size_bytes=65536.0, period_s=0.1)
+        assert by_time.port == 20000  # a port below 1024 is offset
         on_off = net.start_background("poisson_on_off", "h3", "h2", port=6002, duration_s=0.8,
                                       max_bytes=100 * MIB, mean_on_s=0.05, mean_off_s=0.05,
                                       seed=3)

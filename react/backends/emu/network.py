@@ -42,6 +42,9 @@ from react.backends.emu.names import (
 )
 from react.backends.emu.plan import Egress, Plan, default_queue_bytes, plan_network
 
+LOW_PORT_OFFSET = 20000
+"""A background port ``p < 1024`` is served on ``LOW_PORT_OFFSET + p`` (rank ports: 29500+)."""
+
 MAX_BACKGROUND_S = 3600.0
 """Longest a background sender may run, seconds."""
 
@@ -373,7 +376,7 @@ class EmuNetwork:
         return out
 
     def start_background(self, kind: str, src: str, dst: str, *, port: int, duration_s: float,
-                         max_bytes: int, size_bytes: int | None = None,
+                         max_bytes: int, size_bytes: float | None = None,
                          period_s: float | None = None, mean_on_s: float | None = None,
                          mean_off_s: float | None = None, seed: int = 0) -> Background:
         """Start a background flow ``src -> dst``: a sink on ``dst:port``, then the sender.
@@ -385,8 +388,12 @@ class EmuNetwork:
         ``mean_off_s``, ``mean_on_s``) drawn from flowsim's own seed for the source
         (:func:`flowsim.traffic.source_seed` of ``seed, src, dst, port``), sending during on
         periods. Bounded in time (``duration_s``, at most :data:`MAX_BACKGROUND_S`) and bytes
-        (``max_bytes``). Returns once the sink listens; raises :class:`EmuError` if it cannot
-        (port taken). Both processes are killed on :meth:`close`.
+        (``max_bytes``). ``port`` is the sink's TCP port; a port below 1024 (flowsim's ECMP
+        port numbers, whose default is 0, name reserved system ports here) is served on
+        :data:`LOW_PORT_OFFSET` + ``port``, which the returned record shows. ``size_bytes`` may
+        be a float (scenario files give floats); it is rounded. Returns once the sink listens;
+        raises :class:`EmuError` if it cannot (port taken). Both processes are killed on
+        :meth:`close`.
         """
         self._check_open()
         if kind not in traffic.KINDS:
@@ -395,7 +402,9 @@ class EmuNetwork:
         self._check_node(dst, host=True)
         if src == dst:
             raise EmuInputError(f"background src and dst must differ, got {src!r} twice")
-        _check_int("port", port, 1024, 65535)
+        _check_int("port", port, 0, 65535)
+        if port < 1024:
+            port += LOW_PORT_OFFSET
         _check_int("max_bytes", max_bytes, 1, None)
         _check_seconds("duration_s", duration_s, MAX_BACKGROUND_S)
         needs = {"periodic_bulk": {"size_bytes": size_bytes, "period_s": period_s},
@@ -405,18 +414,23 @@ class EmuNetwork:
                 raise EmuInputError(f"{kind} needs {' and '.join(needs[kind])}, got "
                                     f"{name}=None")
             if name == "size_bytes":
-                _check_int(name, value, 1, None)
+                if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
+                    math.isfinite(value) and round(value) >= 1
+                ):
+                    raise EmuInputError(f"size_bytes must be a positive number of bytes, got "
+                                        f"size_bytes={value!r}")
             else:
                 _check_seconds(name, value, None)
         _check_int("seed", seed, 0, None)
-        ack = size_bytes if kind == "periodic_bulk" else None
+        size = None if size_bytes is None else round(size_bytes)
+        ack = size if kind == "periodic_bulk" else None
         # the sink stops when the sender's byte budget arrived, or a second after its end
         sink = self.popen(dst, traffic.sink_argv(port, float(duration_s) + 1.0, max_bytes, ack),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         traffic.wait_ready(sink, f"background sink on {dst}:{port}")
         sender = self.popen(src, traffic.sender_argv(
             kind, self.host_ip(dst), port, duration_s=float(duration_s), max_bytes=max_bytes,
-            size_bytes=size_bytes, period_s=_float(period_s), mean_on_s=_float(mean_on_s),
+            size_bytes=size, period_s=_float(period_s), mean_on_s=_float(mean_on_s),
             mean_off_s=_float(mean_off_s),
             seed=source_seed(seed, src, dst, port) if kind == "poisson_on_off" else None),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
