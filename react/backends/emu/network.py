@@ -387,12 +387,15 @@ class EmuNetwork:
         it); ``poisson_on_off`` alternates exponential off and on periods (means
         ``mean_off_s``, ``mean_on_s``) drawn from flowsim's own seed for the source
         (:func:`flowsim.traffic.source_seed` of ``seed, src, dst, port``), sending during on
-        periods. Bounded in time (``duration_s``, at most :data:`MAX_BACKGROUND_S`) and bytes
-        (``max_bytes``). ``port`` is the sink's TCP port; a port below 1024 (flowsim's ECMP
-        port numbers, whose default is 0, name reserved system ports here) is served on
-        :data:`LOW_PORT_OFFSET` + ``port``, which the returned record shows. ``size_bytes`` may
-        be a float (scenario files give floats); it is rounded. Returns once the sink listens;
-        raises :class:`EmuError` if it cannot (port taken). Both processes are killed on
+        periods (pass the simulator's ``seed`` and ``port`` for the simulator's periods: the
+        scenario seed plus the source's index, and ``port + k``). Bounded in time
+        (``duration_s``, at most :data:`MAX_BACKGROUND_S`) and bytes (``max_bytes``).
+
+        ``port`` is the sink's TCP port; a port below 1024 (flowsim's ECMP port numbers, whose
+        default is 0, name reserved system ports here) is served on :data:`LOW_PORT_OFFSET` +
+        ``port``, which the returned record shows. ``size_bytes`` may be a float (scenario
+        files give floats); it is rounded. Returns once the sink listens; raises
+        :class:`EmuError` if it cannot (port taken). Both processes are killed on
         :meth:`close`.
         """
         self._check_open()
@@ -403,6 +406,7 @@ class EmuNetwork:
         if src == dst:
             raise EmuInputError(f"background src and dst must differ, got {src!r} twice")
         _check_int("port", port, 0, 65535)
+        flowsim_port = port  # what flowsim's source_seed hashes
         if port < 1024:
             port += LOW_PORT_OFFSET
         _check_int("max_bytes", max_bytes, 1, None)
@@ -432,7 +436,7 @@ class EmuNetwork:
             kind, self.host_ip(dst), port, duration_s=float(duration_s), max_bytes=max_bytes,
             size_bytes=size, period_s=_float(period_s), mean_on_s=_float(mean_on_s),
             mean_off_s=_float(mean_off_s),
-            seed=source_seed(seed, src, dst, port) if kind == "poisson_on_off" else None),
+            seed=source_seed(seed, src, dst, flowsim_port) if kind == "poisson_on_off" else None),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         bg = Background(kind, src, dst, port, sender, sink)
         self.background.append(bg)
