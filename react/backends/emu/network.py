@@ -22,6 +22,7 @@ import math
 import numbers
 import os
 import subprocess
+import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -172,6 +173,9 @@ class EmuNetwork:
         self._procs: list[subprocess.Popen] = []
         self.background: list[Background] = []
         self._closed = False
+        # popen vs close from timer threads; re-entrant: a signal handler may close the network
+        # while this thread is inside popen
+        self._lock = threading.RLock()
         self._owner_pid = os.getpid()  # a forked child must never tear its parent's network down
         self.setup_s = math.nan
         self.teardown_s = math.nan
@@ -297,10 +301,16 @@ class EmuNetwork:
             raise EmuError(f"network {self.prefix} is closed")
 
     def popen(self, host: str, argv: list[str], **popen_kwargs: Any) -> subprocess.Popen:
-        """Start ``argv`` inside ``host``'s namespace; it is killed on :meth:`close`."""
-        self._check_open()
-        proc = subprocess.Popen(["ip", "netns", "exec", self.netns(host), *argv], **popen_kwargs)
-        self._procs.append(proc)
+        """Start ``argv`` inside ``host``'s namespace; it is killed on :meth:`close`.
+
+        Thread-safe (timers may start background flows): once :meth:`close` has begun, no new
+        process starts.
+        """
+        netns = self.netns(host)
+        with self._lock:
+            self._check_open()
+            proc = subprocess.Popen(["ip", "netns", "exec", netns, *argv], **popen_kwargs)
+            self._procs.append(proc)
         return proc
 
     def path(self, src: str, dst: str, *, src_port: int, dst_port: int) -> tuple[str, ...]:
@@ -445,9 +455,10 @@ class EmuNetwork:
     # -- teardown --------------------------------------------------------------------------------
     def close(self) -> None:
         """Kill every process started here, delete every namespace. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         if os.getpid() != self._owner_pid:
             return
         start = time.monotonic()
