@@ -11,8 +11,8 @@ Prints, in one run (needs root; ~1 minute):
 4. ECMP spread: connections with successive source ports across a 2-leaf, 4-spine fabric, the
    bytes each spine carried, and whether ``EmuNetwork.path`` predicted each one's spine;
 5. CPU headroom: sender + sink CPU time of a 32 MiB transfer at 200 Mbit/s against its wall
-   time, the machine's busy cores during it against just before, and the aggregate goodput of
-   1-8 host pairs transferring at once (where it falls below pairs x goodput, the CPU binds);
+   time, the machine's busy cores during it against just before, and the goodput of each of
+   1-12 host pairs transferring 16 MiB at once (where it falls below the rate, the CPU binds);
 6. the limits of react.backends.emu.limits on this machine.
 
 Usage: sudo python benchmarks/bench_emu.py [--repeats N]
@@ -113,21 +113,27 @@ def ecmp(connections: int, spines: int = 4) -> None:
           f"path() named the counters' spine for {agree} of {connections}")
 
 
-def _concurrent(pairs: int, size: int) -> float:
+def _concurrent(pairs: int, size: int) -> tuple[float, float, float, float]:
+    """Pairs h0->h1, h2->h3, ... each sending ``size`` at once: (slowest and mean per-pair
+    goodput, aggregate goodput over the whole span, how late the last sender started)."""
     with EmuNetwork(star(2 * pairs)) as net:
         sinks = [net.popen(f"h{2 * i + 1}", traffic.sink_argv(5000, 30.0, size),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for i in range(pairs)]
         for s in sinks:
             traffic.wait_ready(s, "sink")
+        # every sender waits for the same moment, so that slow interpreter starts on a busy
+        # machine do not stagger the transfers
+        at = time.monotonic() + 1.0 + 0.3 * pairs
         senders = [net.popen(f"h{2 * i}", traffic.sender_argv(
-            "long_lived", net.host_ip(f"h{2 * i + 1}"), 5000, duration_s=30.0, max_bytes=size),
-            stdout=subprocess.PIPE, text=True) for i in range(pairs)]
-        sent = [json.loads(p.communicate(timeout=40)[0]) for p in senders]
-        got = [json.loads(p.communicate(timeout=40)[0]) for p in sinks]
-    start = min(s["connect_s"] for s in sent)
-    end = max(g["last_s"] for g in got)
-    return pairs * size * 8 / (end - start)
+            "long_lived", net.host_ip(f"h{2 * i + 1}"), 5000, duration_s=30.0, max_bytes=size,
+            start_at_s=at), stdout=subprocess.PIPE, text=True) for i in range(pairs)]
+        sent = [json.loads(p.communicate(timeout=60)[0]) for p in senders]
+        got = [json.loads(p.communicate(timeout=60)[0]) for p in sinks]
+    rates = [size * 8 / (g["last_s"] - s["connect_s"]) for s, g in zip(sent, got, strict=True)]
+    span = max(g["last_s"] for g in got) - min(s["connect_s"] for s in sent)
+    late = max(s["start_s"] for s in sent) - at
+    return min(rates), sum(rates) / pairs, pairs * size * 8 / span, late
 
 
 def cpu() -> None:
@@ -148,11 +154,12 @@ def cpu() -> None:
           f"startup) -> {own / r.fct_s:.2f} core while sending")
     print(f"   machine busy {during:.2f} cores during the transfer vs {idle:.2f} just before "
           f"(other users included), of {limits.cores()}")
-    for pairs in (1, 2, 4, 6, 8):
-        agg = _concurrent(pairs, 8 * MIB)
-        want = pairs * 200e6 * PAYLOAD
-        print(f"   {pairs} pairs at once: aggregate {agg / 1e6:7.1f} Mbit/s of "
-              f"{want / 1e6:7.1f} ({agg / want * 100:.0f}%)")
+    want = 200e6 * PAYLOAD
+    for pairs in (1, 2, 4, 8, 12):
+        slowest, mean, agg, late = _concurrent(pairs, 16 * MIB)
+        print(f"   {pairs:2d} pairs at once: per pair slowest {slowest / 1e6:5.1f}, mean "
+              f"{mean / 1e6:5.1f} Mbit/s ({mean / want * 100:.0f}% of {want / 1e6:.1f}); "
+              f"aggregate {agg / 1e6:6.1f}; last sender {late:.2f} s late")
 
 
 def main() -> None:

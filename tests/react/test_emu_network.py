@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flowsim.topologies import leaf_spine, star
+from flowsim.topologies import fat_tree, leaf_spine, star
 from flowsim.traffic import source_seed
 from react.backends.emu import EmuError, EmuInputError, EmuNetwork, clean, transfer
 from react.backends.emu.cleanup import list_namespaces
@@ -84,6 +84,20 @@ def test_leaf_spine_builds_only_used_nodes_and_routes_across_leaves(prefix):
         transfer(net, "h0", "h25", MIB, port=5001)
     assert ours(prefix) == []
     print(f"\nleaf-spine 4x2, 8 hosts: setup {net.setup_s:.3f} s, teardown {net.teardown_s:.3f} s")
+
+
+def test_fat_tree_routes_across_pods_through_the_core(prefix):
+    # k=4: h0 (pod 0) and h15 (pod 3) are 6 links apart: edge, agg, core, agg, edge
+    with EmuNetwork(fat_tree(4), hosts=["h0", "h1", "h15"], prefix=prefix) as net:
+        path = net.path("h0", "h15", src_port=40000, dst_port=5001)
+        assert len(path) == 7 and path[3].startswith("core")
+        assert [net.topology.node(n).kind for n in path[1:-1]] == ["switch"] * 5
+        for a, b in itertools.pairwise(path):  # consecutive nodes are cabled
+            net.topology.link(a, b)
+        transfer(net, "h0", "h15", MIB, port=5001, src_port=40000)
+        # the bytes went where path() said (frames of 1 MiB of payload: > 1 MiB)
+        assert net.link_tx_bytes(path[2], path[3]) > MIB
+    assert ours(prefix) == []
 
 
 def test_transfer_runs_at_the_shaped_rate_and_counters_see_it(prefix):
@@ -195,8 +209,10 @@ def test_background_senders_are_bounded_in_time_and_bytes(prefix):
         start = time.monotonic()
         by_bytes = net.start_background("long_lived", "h0", "h1", port=6000, duration_s=5.0,
                                         max_bytes=MIB)
-        by_time = net.start_background("periodic_bulk", "h0", "h2", port=6001, duration_s=0.6,
-                                       max_bytes=100 * MIB, size_bytes=64 * 1024, period_s=0.1)
+        # as a scenario file gives them: flowsim's default port 0, a float size
+        by_time = net.start_background("periodic_bulk", "h0", "h2", port=0, duration_s=0.6,
+                                       max_bytes=100 * MIB, size_bytes=65536.0, period_s=0.1)
+        assert by_time.port == 20000  # a port below 1024 is offset
         on_off = net.start_background("poisson_on_off", "h3", "h2", port=6002, duration_s=0.8,
                                       max_bytes=100 * MIB, mean_on_s=0.05, mean_off_s=0.05,
                                       seed=3)

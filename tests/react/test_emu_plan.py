@@ -163,8 +163,8 @@ def test_max_hosts_is_derived_from_memory(monkeypatch):
     monkeypatch.setattr(limits, "_mem_available_bytes", lambda: 10**13)
     assert limits.max_hosts() == limits.HARD_CAP
     monkeypatch.setattr(limits, "cores", lambda: 2)
-    # 2 cores * 0.8 / 0.35 core per host = 4.6 -> 4 at 200 Mbit/s; 9.1 -> 9 at 100 Mbit/s
-    assert limits.line_rate_hosts(200e6) == 4 and limits.line_rate_hosts(100e6) == 9
+    # 2 cores * 0.8 / 0.2 core per host = 8 at 200 Mbit/s; 16 at 100 Mbit/s
+    assert limits.line_rate_hosts(200e6) == 8 and limits.line_rate_hosts(100e6) == 16
 
 
 def test_clean_without_namespaces_needs_nothing(monkeypatch):

@@ -12,8 +12,8 @@ Needs
     point raises :class:`EmuError` saying so; the tests marked ``emu`` skip.
 
 Starts and stops
-    ``EmuNetwork(topology, hosts=...)`` builds everything in its constructor (~0.4 s for a
-    16-host star) and ``close()`` removes it (~30 ms); use it as a context manager. Teardown
+    ``EmuNetwork(topology, hosts=...)`` builds everything in its constructor (0.4-0.8 s for
+    a 16-host star) and ``close()`` removes it (30-70 ms); use it as a context manager. Teardown
     also runs on a failed build, at interpreter exit and on SIGINT/SIGTERM. Every namespace is
     named ``{prefix}-{node}`` with a per-run prefix ``rct<tag>`` and every link lives inside
     them, so ``clean()`` (``react emu clean``) removes whatever a run killed with SIGKILL left.

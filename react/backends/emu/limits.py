@@ -5,17 +5,19 @@ Building is cheap: a host costs a namespace, one veth pair and a few htb classes
 setup. What a host really costs is the process that runs on it: a Python rank with numpy
 is 55 MB resident before it allocates its buffers, so :data:`HOST_BUDGET_BYTES` budgets
 100 MB per host. :func:`max_hosts` lets the hosts take at most half of the memory available
-now, and never more than :data:`HARD_CAP` (a 64-host star builds in ~4 s; the address plan
-allows 16384). With 23.8 GB available (this machine kind) that is 117 hosts.
+now, and never more than :data:`HARD_CAP` (a 64-host star builds in 1.5-4 s; the address plan
+allows 16384). With 22.7-24.3 GB available (this machine kind) that is 111-119 hosts.
 
-Running is what limits accuracy. Host pairs each sending at 200 Mbit/s at once through one
-bridge reached 99%, 93%, 91%, 76% and 57% of pairs x goodput for 1, 2, 4, 6 and 8 pairs on 2
-busy cores (other users took about one core): the CPU saturates near 870 Mbit/s of goodput,
-i.e. about 0.35 core per 200 Mbit/s flow counting the softirq work of veth, bridge and htb
-(:data:`CORES_PER_FLOW`; the sender and sink processes alone account for ~0.1 core).
-Emulated rates are only trustworthy while the CPU is not the bottleneck: :func:`line_rate_hosts`
-is how many hosts can each send and receive at line rate at once keeping 20% of the cores
-idle: 4 on 2 cores at 200 Mbit/s, 9 at 100 Mbit/s.
+Running is what limits accuracy. Host pairs sending 16 MiB each at 200 Mbit/s at once
+through one bridge, all starting at the same instant: with 4 and 8 pairs every pair still ran at
+94-97% of the 191 Mbit/s goodput (8 pairs: slowest 178, mean 185, aggregate 1418 Mbit/s), on 2
+cores that other jobs kept busy (load average 7-13); with 12 pairs the mean fell to 94% and the
+slowest to 88%, and the interpreters alone took 1.3 s to start. A sender and its sink cost
+~0.1 core in their own processes; veth, bridge and htb work runs in softirq on top.
+:data:`CORES_PER_FLOW` (0.2 core per 200 Mbit/s flow, all included) is what 8 flows on 2 cores
+at line rate imply with 20% to spare. Emulated rates are only trustworthy while the CPU is not
+the bottleneck: :func:`line_rate_hosts` is how many hosts can each send at line rate at once
+keeping 20% of the cores idle: 8 on 2 cores at 200 Mbit/s, 16 at 100 Mbit/s.
 :class:`~react.backends.emu.network.EmuNetwork` refuses more hosts than :func:`max_hosts` and
 warns beyond :func:`line_rate_hosts`. ``benchmarks/bench_emu.py`` re-measures all of it.
 """
@@ -33,7 +35,7 @@ HOST_BUDGET_BYTES = 100_000_000 + HOST_KERNEL_BYTES
 HARD_CAP = 256
 """Never build more hosts than this, whatever the memory."""
 
-CORES_PER_FLOW = 0.35
+CORES_PER_FLOW = 0.2
 """Cores busy per host sending at 200 Mbit/s (and its receiver), machine-wide."""
 
 REFERENCE_BPS = 200e6

@@ -22,6 +22,7 @@ import math
 import numbers
 import os
 import subprocess
+import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -41,6 +42,9 @@ from react.backends.emu.names import (
     new_run_prefix,
 )
 from react.backends.emu.plan import Egress, Plan, default_queue_bytes, plan_network
+
+LOW_PORT_OFFSET = 20000
+"""A background port ``p < 1024`` is served on ``LOW_PORT_OFFSET + p`` (rank ports: 29500+)."""
 
 MAX_BACKGROUND_S = 3600.0
 """Longest a background sender may run, seconds."""
@@ -169,6 +173,9 @@ class EmuNetwork:
         self._procs: list[subprocess.Popen] = []
         self.background: list[Background] = []
         self._closed = False
+        # popen vs close from timer threads; re-entrant: a signal handler may close the network
+        # while this thread is inside popen
+        self._lock = threading.RLock()
         self._owner_pid = os.getpid()  # a forked child must never tear its parent's network down
         self.setup_s = math.nan
         self.teardown_s = math.nan
@@ -294,10 +301,16 @@ class EmuNetwork:
             raise EmuError(f"network {self.prefix} is closed")
 
     def popen(self, host: str, argv: list[str], **popen_kwargs: Any) -> subprocess.Popen:
-        """Start ``argv`` inside ``host``'s namespace; it is killed on :meth:`close`."""
-        self._check_open()
-        proc = subprocess.Popen(["ip", "netns", "exec", self.netns(host), *argv], **popen_kwargs)
-        self._procs.append(proc)
+        """Start ``argv`` inside ``host``'s namespace; it is killed on :meth:`close`.
+
+        Thread-safe (timers may start background flows): once :meth:`close` has begun, no new
+        process starts.
+        """
+        netns = self.netns(host)
+        with self._lock:
+            self._check_open()
+            proc = subprocess.Popen(["ip", "netns", "exec", netns, *argv], **popen_kwargs)
+            self._procs.append(proc)
         return proc
 
     def path(self, src: str, dst: str, *, src_port: int, dst_port: int) -> tuple[str, ...]:
@@ -373,7 +386,7 @@ class EmuNetwork:
         return out
 
     def start_background(self, kind: str, src: str, dst: str, *, port: int, duration_s: float,
-                         max_bytes: int, size_bytes: int | None = None,
+                         max_bytes: int, size_bytes: float | None = None,
                          period_s: float | None = None, mean_on_s: float | None = None,
                          mean_off_s: float | None = None, seed: int = 0) -> Background:
         """Start a background flow ``src -> dst``: a sink on ``dst:port``, then the sender.
@@ -384,9 +397,16 @@ class EmuNetwork:
         it); ``poisson_on_off`` alternates exponential off and on periods (means
         ``mean_off_s``, ``mean_on_s``) drawn from flowsim's own seed for the source
         (:func:`flowsim.traffic.source_seed` of ``seed, src, dst, port``), sending during on
-        periods. Bounded in time (``duration_s``, at most :data:`MAX_BACKGROUND_S`) and bytes
-        (``max_bytes``). Returns once the sink listens; raises :class:`EmuError` if it cannot
-        (port taken). Both processes are killed on :meth:`close`.
+        periods (pass the simulator's ``seed`` and ``port`` for the simulator's periods: the
+        scenario seed plus the source's index, and ``port + k``). Bounded in time
+        (``duration_s``, at most :data:`MAX_BACKGROUND_S`) and bytes (``max_bytes``).
+
+        ``port`` is the sink's TCP port; a port below 1024 (flowsim's ECMP port numbers, whose
+        default is 0, name reserved system ports here) is served on :data:`LOW_PORT_OFFSET` +
+        ``port``, which the returned record shows. ``size_bytes`` may be a float (scenario
+        files give floats); it is rounded. Returns once the sink listens; raises
+        :class:`EmuError` if it cannot (port taken). Both processes are killed on
+        :meth:`close`.
         """
         self._check_open()
         if kind not in traffic.KINDS:
@@ -395,7 +415,10 @@ class EmuNetwork:
         self._check_node(dst, host=True)
         if src == dst:
             raise EmuInputError(f"background src and dst must differ, got {src!r} twice")
-        _check_int("port", port, 1024, 65535)
+        _check_int("port", port, 0, 65535)
+        flowsim_port = port  # what flowsim's source_seed hashes
+        if port < 1024:
+            port += LOW_PORT_OFFSET
         _check_int("max_bytes", max_bytes, 1, None)
         _check_seconds("duration_s", duration_s, MAX_BACKGROUND_S)
         needs = {"periodic_bulk": {"size_bytes": size_bytes, "period_s": period_s},
@@ -405,20 +428,25 @@ class EmuNetwork:
                 raise EmuInputError(f"{kind} needs {' and '.join(needs[kind])}, got "
                                     f"{name}=None")
             if name == "size_bytes":
-                _check_int(name, value, 1, None)
+                if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
+                    math.isfinite(value) and round(value) >= 1
+                ):
+                    raise EmuInputError(f"size_bytes must be a positive number of bytes, got "
+                                        f"size_bytes={value!r}")
             else:
                 _check_seconds(name, value, None)
         _check_int("seed", seed, 0, None)
-        ack = size_bytes if kind == "periodic_bulk" else None
+        size = None if size_bytes is None else round(size_bytes)
+        ack = size if kind == "periodic_bulk" else None
         # the sink stops when the sender's byte budget arrived, or a second after its end
         sink = self.popen(dst, traffic.sink_argv(port, float(duration_s) + 1.0, max_bytes, ack),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         traffic.wait_ready(sink, f"background sink on {dst}:{port}")
         sender = self.popen(src, traffic.sender_argv(
             kind, self.host_ip(dst), port, duration_s=float(duration_s), max_bytes=max_bytes,
-            size_bytes=size_bytes, period_s=_float(period_s), mean_on_s=_float(mean_on_s),
+            size_bytes=size, period_s=_float(period_s), mean_on_s=_float(mean_on_s),
             mean_off_s=_float(mean_off_s),
-            seed=source_seed(seed, src, dst, port) if kind == "poisson_on_off" else None),
+            seed=source_seed(seed, src, dst, flowsim_port) if kind == "poisson_on_off" else None),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         bg = Background(kind, src, dst, port, sender, sink)
         self.background.append(bg)
@@ -427,9 +455,10 @@ class EmuNetwork:
     # -- teardown --------------------------------------------------------------------------------
     def close(self) -> None:
         """Kill every process started here, delete every namespace. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         if os.getpid() != self._owner_pid:
             return
         start = time.monotonic()

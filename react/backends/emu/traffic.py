@@ -66,13 +66,14 @@ def sink_argv(port: int, duration_s: float, expect_bytes: int | None = None,
 def sender_argv(kind: str, dst_ip: str, port: int, *, duration_s: float, max_bytes: int,
                 size_bytes: int | None = None, period_s: float | None = None,
                 mean_on_s: float | None = None, mean_off_s: float | None = None,
-                seed: int | None = None, src_port: int | None = None) -> list[str]:
+                seed: int | None = None, src_port: int | None = None,
+                start_at_s: float | None = None) -> list[str]:
     """Command line of a sender (run it inside the source namespace)."""
     argv = [sys.executable, SCRIPT, "send", "--kind", kind, "--dst", dst_ip, "--port", str(port),
             "--duration-s", repr(duration_s), "--max-bytes", str(max_bytes)]
     for flag, value in (("--size-bytes", size_bytes), ("--period-s", period_s),
                         ("--mean-on-s", mean_on_s), ("--mean-off-s", mean_off_s),
-                        ("--seed", seed), ("--src-port", src_port)):
+                        ("--seed", seed), ("--src-port", src_port), ("--start-at-s", start_at_s)):
         if value is not None:
             argv += [flag, repr(value)]
     return argv
@@ -224,6 +225,8 @@ def _sleep_until(t: float) -> None:
 
 
 def _send(args: argparse.Namespace) -> int:
+    if args.start_at_s is not None:
+        _sleep_until(min(args.start_at_s, time.monotonic() + 10.0))
     start = time.monotonic()
     deadline = start + args.duration_s
     sent, transfers = 0, 0
@@ -297,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     send.add_argument("--mean-off-s", type=_positive(float))
     send.add_argument("--seed", type=int, default=0)
     send.add_argument("--src-port", type=int)
+    send.add_argument("--start-at-s", type=float, help="monotonic time to start at (at most "
+                      "10 s ahead), so that several senders start together")
     args = parser.parse_args(argv)
     if args.role == "send":
         for kind, needs in (("periodic_bulk", ("size_bytes", "period_s")),
