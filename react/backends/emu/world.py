@@ -267,7 +267,9 @@ def scenario_jobs(scenario: Scenario, *, react: bool | None = None) -> Iterator[
                 kwargs = {"port": BACKGROUND_PORT_BASE + 100 * i + bg.port + k,
                           "duration_s": duration,
                           "max_bytes": int(fastest_bps * duration / 8),
-                          "size_bytes": None if bg.size_bytes is None else int(bg.size_bytes),
+                          # a periodic burst keeps its share of the link: scaled like rates
+                          "size_bytes": (None if bg.size_bytes is None
+                                         else max(1, int(bg.size_bytes * net.scale))),
                           "period_s": bg.period_s, "mean_on_s": bg.mean_on_s,
                           "mean_off_s": bg.mean_off_s, "seed": scenario.seed + i}
                 start = _starter(net, bg.kind, bg.src, bg.dst, kwargs)
