@@ -143,8 +143,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "table2_emu.csv"
     write_csv_rows(path, [{k: r.get(k) for k in FIELDS} for r in rows], FIELDS)
-    print(f"{len(rows)} cells in {time.monotonic() - t0:.0f} s -> {path}")
+    print()
+    for line in markdown_table(rows):
+        print(line)
+    print(f"\n{len(rows)} cells in {time.monotonic() - t0:.0f} s -> {path}")
     return 0
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The emulated rows beside flowsim's and the paper's (the page's table)."""
+    sim = {(r["ranks"], r["p"]): r for r in rows if r["backend"] == "sim"}
+    out = ["| ranks | p | transport | mean ms off -> on | speedup mean (emu / flowsim / paper) "
+           "| speedup p95 (emu / flowsim / paper) | changes (emu / flowsim; paper per 5k) |",
+           "|---:|---:|---|---|---|---|---|"]
+    for r in rows:
+        if r["backend"] != "emu":
+            continue
+        f = sim.get((r["ranks"], r["p"]), {})
+        out.append(
+            f"| {r['ranks']} | {r['p']} | {r['transport']} | {r['mean_off_s'] * 1e3:.0f} -> "
+            f"{r['mean_on_s'] * 1e3:.0f} | {r['speedup_mean']:.3f} / "
+            f"{f.get('speedup_mean', float('nan')):.3f} / {r['paper_speedup_mean']:.3f} | "
+            f"{r['speedup_p95']:.3f} / {f.get('speedup_p95', float('nan')):.3f} / "
+            f"{r['paper_speedup_p95']:.3f} | {r['changes']} / {f.get('changes', '-')}; "
+            f"{r['paper_changes']:g} |")
+    return out
 
 
 if __name__ == "__main__":

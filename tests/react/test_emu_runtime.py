@@ -123,18 +123,20 @@ def test_congestion_shows_where_flowsim_predicts_it():
 
 
 def test_react_closed_loop_improves_the_congested_star():
-    doc = star_doc(ranks=4, p=2, epochs=36, react=True)
+    # flowsim at the same scaled rates: 234 ms per epoch without REACT, 168-182 ms after its
+    # swaps (-25%); the emulated epochs are noisier (TCP, CPU), so medians over the last 18.
+    doc = star_doc(ranks=4, p=2, epochs=48, react=True)
     scenario = parse_scenario(doc)
     off = run_scenario(scenario, react=False)["tree"]
     on = run_scenario(scenario, react=True)["tree"]
     assert any(d.changed for d in on.decisions)
-    late_off, late_on = np.mean(off.times_s()[-12:]), np.mean(on.times_s()[-12:])
-    assert late_on < 0.93 * late_off, (late_off, late_on)
+    late_off, late_on = np.median(off.times_s()[-18:]), np.median(on.times_s()[-18:])
+    assert late_on < 0.95 * late_off, (late_off, late_on)
     info = on.info
     assert info["complete"] and info["epochs_waited"] == 0
     # every rank ran every change (or the job would have failed); each decided change shows,
     # but the last one may fall after the final epoch
-    changes = [e for e in range(1, 36) if on.patterns[e] != on.patterns[e - 1]]
+    changes = [e for e in range(1, 48) if on.patterns[e] != on.patterns[e - 1]]
     decided = sum(d.changed for d in on.decisions)
     assert decided - 1 <= len(changes) <= decided
 
