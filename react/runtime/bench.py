@@ -28,6 +28,7 @@ import numpy as np
 from react.errors import ReactError
 from react.patterns import generator
 from react.runtime.clock import now_s
+from react.runtime.transport import Transport
 
 __all__ = ["BenchResult", "bench_local", "bench_rank", "main"]
 
@@ -101,11 +102,12 @@ def bench_rank(
     torch = import_torch()
     dist = torch.distributed
     init_torch_group(rank, world_size, master, timeout_s=timeout_s)
-    under_test = None
+    under_test: Transport | None = None
     try:
         if transport == "socket":
             from react.runtime.socket_transport import SocketTransport
 
+            assert addresses is not None  # checked above
             under_test = SocketTransport(rank, addresses, connections=connections,
                                          timeout_s=timeout_s)
         else:
@@ -200,6 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     common = dict(transport=args.transport, pattern=args.pattern,
                   message_bytes=args.message_bytes, epochs=args.epochs, warmup=args.warmup,
                   connections=args.connections)
+    result: BenchResult | None
     try:
         if args.rank is None:
             result = bench_local(args.world_size, timeout_s=2 * args.timeout_s, **common)

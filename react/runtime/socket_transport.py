@@ -517,7 +517,7 @@ def _send_frame(sock: socket.socket, header: bytes, payload: memoryview) -> None
 def _bytes_view(array: np.ndarray, what: str) -> memoryview:
     if not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
         raise TransportError(f"{what}: expected a C-contiguous numpy array, got {array!r:.80}")
-    return memoryview(array).cast("B") if array.size else memoryview(b"")
+    return memoryview(array).cast("B") if array.size else memoryview(b"")  # type: ignore[arg-type]
 
 
 def _family(host: str) -> socket.AddressFamily:
@@ -525,6 +525,8 @@ def _family(host: str) -> socket.AddressFamily:
 
 
 def _check_address(i: int, address: object) -> tuple[str, int]:
+    host: object
+    port: object
     try:
         host, port = address  # type: ignore[misc]
     except (TypeError, ValueError):
