@@ -20,6 +20,12 @@ one tag arrive in order); only then do bytes leave, so a transfer runs only when
 reached it, and ``started_s`` of the send stamps that moment. The receiving side's reader thread
 (one per connection) reads the payload straight into the posted buffer (``recv_into``) and stamps
 ``done_s`` when the last byte landed. No pickle, nothing but sizes and ids on the wire.
+
+Threads per rank: one data reader per incoming connection, one clear-to-send reader per peer
+(it also writes the matched data itself when there is one connection per pair and it is idle),
+one writer per outgoing connection (data matched in ``isend``, which never blocks). A connection
+that breaks fails only the operations that needed it; a peer's clean close first delivers
+everything it sent.
 """
 
 from __future__ import annotations
