@@ -82,7 +82,7 @@ def run_local(
     """
     if not isinstance(world_size, int) or world_size < 1:
         raise LocalRunError(f"run_local: world_size must be an integer >= 1, got {world_size!r}")
-    ctx = mp.get_context(method)
+    ctx: Any = mp.get_context(method)
     results = ctx.Queue()
     procs = [
         ctx.Process(target=_child, args=(fn, r, world_size, tuple(args), results), daemon=True)

@@ -20,6 +20,12 @@ one tag arrive in order); only then do bytes leave, so a transfer runs only when
 reached it, and ``started_s`` of the send stamps that moment. The receiving side's reader thread
 (one per connection) reads the payload straight into the posted buffer (``recv_into``) and stamps
 ``done_s`` when the last byte landed. No pickle, nothing but sizes and ids on the wire.
+
+Threads per rank: one data reader per incoming connection, one clear-to-send reader per peer
+(it also writes the matched data itself when there is one connection per pair and it is idle),
+one writer per outgoing connection (data matched in ``isend``, which never blocks). A connection
+that breaks fails only the operations that needed it; a peer's clean close first delivers
+everything it sent.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ _FRAME = struct.Struct("<4sQQQ")
 _HELLO_MAGIC = b"RCH1"
 _CTS_MAGIC = b"RCC1"
 _DATA_MAGIC = b"RCD1"
+_WAITALL = getattr(socket, "MSG_WAITALL", 0)
 
 
 class _Handle:
@@ -493,9 +500,11 @@ class _Closed(_ProtocolError):
 
 
 def _recv_exact(sock: socket.socket, view: memoryview) -> None:
+    # MSG_WAITALL: the kernel fills the whole view in one call (the GIL released throughout)
+    # instead of one Python round per segment; the loop only resumes after a signal or EOF.
     got, total = 0, view.nbytes
     while got < total:
-        n = sock.recv_into(view[got:])
+        n = sock.recv_into(view[got:], total - got, _WAITALL)
         if n == 0:
             if got == 0 and total == _FRAME.size:
                 raise _Closed("connection closed by the peer")
@@ -517,7 +526,7 @@ def _send_frame(sock: socket.socket, header: bytes, payload: memoryview) -> None
 def _bytes_view(array: np.ndarray, what: str) -> memoryview:
     if not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
         raise TransportError(f"{what}: expected a C-contiguous numpy array, got {array!r:.80}")
-    return memoryview(array).cast("B") if array.size else memoryview(b"")
+    return memoryview(array).cast("B") if array.size else memoryview(b"")  # type: ignore[arg-type]
 
 
 def _family(host: str) -> socket.AddressFamily:
@@ -525,6 +534,8 @@ def _family(host: str) -> socket.AddressFamily:
 
 
 def _check_address(i: int, address: object) -> tuple[str, int]:
+    host: object
+    port: object
     try:
         host, port = address  # type: ignore[misc]
     except (TypeError, ValueError):
