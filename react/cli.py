@@ -21,6 +21,7 @@ import re
 import sys
 import textwrap
 import traceback
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
@@ -458,6 +459,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
+    if not debug:  # a warning is one line for a user, not a file name and a source line
+        warnings.formatwarning = _warning_line
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -475,6 +478,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"react: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  line: str | None = None) -> str:
+    return f"react: warning: {message}\n"
 
 
 def _one_line(exc: BaseException) -> str:
