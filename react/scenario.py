@@ -76,7 +76,6 @@ import inspect
 import math
 import numbers
 import os
-import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -92,6 +91,7 @@ from react.backends.base import JobRun
 from react.controller import ControllerConfig
 from react.errors import ReactError
 from react.patterns import GENERATORS
+from react.tomlfile import read_toml
 
 __all__ = [
     "BACKENDS",
@@ -382,18 +382,8 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     16
     """
     path = Path(path)
-    source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(f"scenario file {source!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"cannot read scenario file {source!r}: {exc}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"{source}: not valid TOML ({exc})") from None
-    return parse_scenario(data, source=source, base_dir=path.parent, default_name=path.stem)
+    data = read_toml(path, "scenario file", ScenarioError)
+    return parse_scenario(data, source=str(path), base_dir=path.parent, default_name=path.stem)
 
 
 def parse_scenario(

@@ -50,7 +50,6 @@ import os
 import subprocess
 import sys
 import time
-import tomllib
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
@@ -64,6 +63,7 @@ from typing import Any, TextIO
 from react.argtypes import positive_int
 from react.errors import ReactError
 from react.store import DEFAULT_STORE, ResultStore, RunRecord, StoreError
+from react.tomlfile import read_toml
 
 __all__ = [
     "DEFAULT_RUNNER",
@@ -157,16 +157,7 @@ def load_spec(path: str | os.PathLike[str]) -> SweepSpec:
 
 
 def _read_toml(path: Path, what: str) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SweepError(f"{what} {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SweepError(f"cannot read {what} {str(path)!r}: {exc}") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SweepError(f"{path}: not valid TOML ({exc})") from None
+    return read_toml(path, what, SweepError)
 
 
 def parse_spec(

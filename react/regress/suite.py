@@ -49,6 +49,7 @@ from typing import Any
 
 from react.errors import ReactError
 from react.regress.metrics import METRICS
+from react.tomlfile import read_toml
 
 __all__ = ["SCENARIO_CONTROLLER", "TRACE_MODES", "Case", "RegressError", "Suite", "load_suite",
            "parse_suite", "resolve_controllers"]
@@ -98,16 +99,7 @@ class Suite:
 def load_suite(path: str | os.PathLike[str]) -> Suite:
     """Read and validate a suite file (module docstring); raise :class:`RegressError`."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RegressError(f"suite file {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RegressError(f"cannot read suite file {str(path)!r}: {exc}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise RegressError(f"{path}: not valid TOML ({exc})") from None
+    data = read_toml(path, "suite file", RegressError)
     return parse_suite(data, source=str(path), suite_dir=path.parent, default_name=path.stem)
 
 
