@@ -9,7 +9,8 @@ pattern, the epochs, the message size, the transport and every rank's data addre
 address and the timeouts. The rank connects its transport (a full mesh of sockets, or a Gloo
 process group), connects to the tuner, and then for every epoch: asks its
 :class:`~react.runtime.tuner.TunerClient` which pattern is in force, refills its buffer with its
-fixed input, runs the collective in place, checks the result against a plain numpy reduction of
+fixed input (zero where its kind holds no data yet), runs the collective in place, checks the
+result against a plain numpy reduction of
 every rank's input (every rank can compute every input: they are a function of the rank), hands
 its flow timings to the tuner without waiting, and optionally idles ``compute_gap_s``.
 
@@ -106,7 +107,7 @@ def _transport(spec: Mapping[str, Any], rank: int) -> Any:
 def run_rank(spec: Mapping[str, Any], rank: int) -> None:
     """The rank's whole life (module docstring)."""
     from react.runtime.collective import RCollective
-    from react.runtime.reference import expected_output
+    from react.runtime.reference import expected_output, initial_buffer
     from react.runtime.tuner import TunerClient
 
     if spec.get("format") != FORMAT:
@@ -123,21 +124,21 @@ def run_rank(spec: Mapping[str, Any], rank: int) -> None:
     client = TunerClient(rank, (str(spec["tuner"][0]), int(spec["tuner"][1])),
                          timeout_s=timeout_s)
     collective = RCollective(transport, timeout_s=timeout_s)
-    expected: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
+    start = initial_buffer(pattern, mine, rank)
+    want, defined = expected_output(pattern, inputs, rank)
     try:
         for epoch in range(int(spec["epochs"])):
+            # a switch keeps the collective (the client checks kind, ranks, chunks, root), so
+            # the start and the expected result stay the same
             pattern = client.pattern_for(epoch, pattern)
-            np.copyto(buffer, mine)
+            np.copyto(buffer, start)
             timings = collective.run(pattern, buffer, epoch)
             client.report(timings)
-            key = (pattern.kind, pattern.ranks, pattern.root, pattern.chunks)
-            if key not in expected:
-                expected[key] = expected_output(pattern, inputs, rank)
-            want, defined = expected[key]
             if not np.array_equal(buffer[defined], want[defined]):
                 bad = int(np.flatnonzero(buffer[defined] != want[defined])[0])
-                raise ReactError(f"wrong result at element {bad}: got "
-                                 f"{buffer[defined][bad]!r}, expected {want[defined][bad]!r}")
+                raise ReactError(f"epoch {epoch}, {pattern.name or pattern.kind}: wrong result at "
+                                 f"element {bad}: got {buffer[defined][bad]!r}, expected "
+                                 f"{want[defined][bad]!r}")
             if gap_s > 0:
                 time.sleep(gap_s)
     finally:

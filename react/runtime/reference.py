@@ -18,6 +18,21 @@ from react.pattern import Pattern
 from react.runtime.schedule import chunk_bounds
 
 
+def initial_buffer(pattern: Pattern, mine: np.ndarray, rank: int) -> np.ndarray:
+    """What ``rank`` holds before the collective: its input where the kind says it holds data,
+    zero elsewhere (AllGather: only its own chunks; Broadcast: only the root), as RCollective's
+    contract asks (a pattern may reduce into a chunk its receiver does not hold yet)."""
+    out = mine.copy()
+    if pattern.kind == "broadcast" and rank != pattern.root:
+        out[:] = 0
+    elif pattern.kind == "allgather":
+        bounds = chunk_bounds(pattern, len(mine))
+        for chunk in pattern.chunks:
+            if chunk.owner != rank:
+                out[bounds[chunk.id]:bounds[chunk.id + 1]] = 0
+    return out
+
+
 def expected_output(pattern: Pattern, inputs: Sequence[np.ndarray], rank: int
                     ) -> tuple[np.ndarray, np.ndarray]:
     """``(expected buffer, mask of defined elements)`` of ``rank`` after ``pattern``'s collective.

@@ -28,7 +28,7 @@ def check_rank(spec: Mapping[str, Any], rank: int) -> list[str]:
     """Run every generator on this rank; return the names checked (raise on the first error)."""
     from react.runtime.collective import RCollective
     from react.runtime.rank import _transport, element_count, rank_input
-    from react.runtime.reference import expected_output
+    from react.runtime.reference import expected_output, initial_buffer
     from react.verify import verify
 
     n = len(spec["addresses"])
@@ -47,8 +47,9 @@ def check_rank(spec: Mapping[str, Any], rank: int) -> list[str]:
                 continue  # this generator does not exist at n ranks
             verify(pattern)
             want, defined = expected_output(pattern, inputs, rank)
+            start = initial_buffer(pattern, inputs[rank], rank)
             for _ in range(2):
-                buffer = inputs[rank].copy()
+                buffer = start.copy()
                 collective.run(pattern, buffer, epoch)
                 if not np.array_equal(buffer[defined], want[defined]):
                     bad = int(np.flatnonzero(buffer[defined] != want[defined])[0])

@@ -8,9 +8,18 @@ byte landed in its buffer (``end_s``). A send's own completion means nothing (th
 have reached a socket buffer), so the flow's end is always the receiver's.
 
 Merged (:func:`merge_epoch`): a flow starts when both ends were ready,
-``max(sender started_s or post_s, receiver post_s)``, and ends at the receiver's ``end_s``;
-times become seconds from the epoch's start, the earliest ``start_s`` of any rank. Each rank's
-stamps are first mapped onto the leader's clock by adding that rank's offset (0 on one host).
+``max(sender started_s or post_s, receiver post_s)``, and ends at the receiver's ``end_s``.
+Each rank's stamps are first mapped onto the leader's clock by adding that rank's offset (0 on
+one host).
+
+When an epoch starts: ranks are not synchronised between epochs (there is no barrier, as in a
+training loop), so a rank that finished epoch ``e - 1`` early enters epoch ``e`` while its peers
+still finish ``e - 1``. Counting from that early entry would count the tail of ``e - 1`` twice.
+An epoch therefore starts when the previous one ended on every rank (``not_before_s``), or when
+the first rank entered it if that is later, and ends when the last rank left it; the epochs'
+times then add up to the job's wall time, as flowsim's back-to-back epochs do. Flow times are
+seconds from that start; a flow that began while the previous epoch was still finishing has a
+negative ``start_s`` (its FCT is what it was).
 """
 
 from __future__ import annotations
@@ -96,6 +105,7 @@ def merge_epoch(
     *,
     offsets_s: Mapping[int, float] | None = None,
     flow_bytes: Sequence[float] | None = None,
+    not_before_s: float | None = None,
 ) -> EpochResult:
     """Every rank's timings of one epoch -> the epoch's :class:`EpochResult` (module docstring).
 
@@ -112,6 +122,9 @@ def merge_epoch(
     flow_bytes : sequence of float, optional
         Bytes each flow really carried (a buffer of whole elements); default: its chunks'
         fraction of ``message_bytes``.
+    not_before_s : float, optional
+        When the previous epoch ended on every rank (leader's clock): the epoch starts no
+        earlier (module docstring). See :func:`epoch_end_s`.
     """
     by_rank = {r.rank: r for r in ranks}
     missing = [r for r in pattern.ranks if r not in by_rank]
@@ -136,7 +149,9 @@ def merge_epoch(
             recv_post[r.flow_index] = r.post_s + shift
             recv_end[r.flow_index] = r.end_s + shift
     t0 = min(r.start_s + float(offsets.get(r.rank, 0.0)) for r in ranks)
-    t_end = max(r.end_s + float(offsets.get(r.rank, 0.0)) for r in ranks)
+    if not_before_s is not None:
+        t0 = max(t0, float(not_before_s))
+    t_end = epoch_end_s(ranks, offsets)
     timings = []
     for i, flow in enumerate(flows):
         a, b, e = send_at[i], recv_post[i], recv_end[i]
@@ -148,6 +163,13 @@ def merge_epoch(
         timings.append(FlowTiming(flow, start - t0, max(e, start) - t0, float(size)))
     finish = max([t_end, *(t.end_s + t0 for t in timings)])
     return EpochResult(next(iter(epochs)), finish - t0, tuple(timings), float(message_bytes))
+
+
+def epoch_end_s(ranks: Sequence[RankEpochTimings], offsets_s: Mapping[int, float] | None = None
+                ) -> float:
+    """When the epoch ended on every rank, on the leader's clock (the next one's start bound)."""
+    offsets = offsets_s or {}
+    return max(r.end_s + float(offsets.get(r.rank, 0.0)) for r in ranks)
 
 
 def _check_flow(pattern: Pattern, index: int, rank: int, end: str) -> None:

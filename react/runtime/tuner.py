@@ -122,7 +122,7 @@ from react.runtime.channel import (
     listen,
 )
 from react.runtime.clock import now_s
-from react.runtime.timings import RankEpochTimings, TimingError, merge_epoch
+from react.runtime.timings import RankEpochTimings, TimingError, epoch_end_s, merge_epoch
 from react.transforms import ChunkLocalSwap, GlobalSwap, PositionSwap, Swap
 from react.tuning import TuningLoop
 from react.verify import verify
@@ -340,6 +340,7 @@ class TunerLeader:
             else {f.chunks: float(b) for f, b in zip(pattern.flows, flow_bytes, strict=True)}
         )
         self._patterns: list[Pattern] = [pattern]
+        self._previous_end_s: float | None = None  # the last merged epoch's end (timings.py)
         self._index = {pattern_fingerprint(pattern): 0}
         self._listener = listen(host, port)
         self.address: tuple[str, int] = self._listener.getsockname()[:2]
@@ -554,9 +555,11 @@ class TunerLeader:
             self._stop_tuning("ranks did not run the agreed pattern")
         start = time.perf_counter()
         try:
-            result = merge_epoch(pattern, [r for r, _, _ in records.values()],
-                                 self.message_bytes, offsets_s=self.offsets_s,
-                                 flow_bytes=self._flow_bytes(pattern))
+            ranks = [r for r, _, _ in records.values()]
+            result = merge_epoch(pattern, ranks, self.message_bytes, offsets_s=self.offsets_s,
+                                 flow_bytes=self._flow_bytes(pattern),
+                                 not_before_s=self._previous_end_s)
+            self._previous_end_s = epoch_end_s(ranks, self.offsets_s)
         except TimingError as exc:
             self._event(f"epoch {epoch} cannot be merged: {exc}; merging stops")
             self._merging = False
