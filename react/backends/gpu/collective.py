@@ -131,7 +131,7 @@ class GpuCollective:
                  timeout_s: float = 120.0) -> None:
         torch = import_cuda_torch()
         dist = torch.distributed
-        if not dist.is_initialized() or dist.get_backend() != "nccl":
+        if not dist.is_initialized() or "nccl" not in str(dist.get_backend()):
             raise GpuError("GpuCollective needs an initialised NCCL process group "
                            "(call react.backends.gpu.init_gpu_world first)")
         for name, value in (("lanes", lanes), ("event_sets", event_sets)):
