@@ -80,16 +80,23 @@ class GpuEpoch:
         return self._timings is not None or bool(self._exit_sync.query())
 
     def wait(self, timeout_s: float | None = None) -> None:
-        """Block the host until the GPU finished it; :class:`CollectiveError` past the limit."""
-        limit = self._timeout_s if timeout_s is None else timeout_s
-        deadline = time.monotonic() + limit
-        pause = 20e-6
+        """Block the host until the GPU finished it.
+
+        Without ``timeout_s`` this blocks on the exit event (no polling delay); NCCL's watchdog
+        bounds it, aborting an operation that exceeds the process group's timeout. With
+        ``timeout_s`` it polls and raises :class:`CollectiveError` past the limit.
+        """
+        if self.done():
+            return
+        if timeout_s is None:
+            self._exit_sync.synchronize()
+            return
+        deadline = time.monotonic() + timeout_s
         while not self.done():
             if time.monotonic() > deadline:
                 raise CollectiveError(f"rank {self.rank}, epoch {self.epoch}: the GPU did not "
-                                      f"finish the collective within {limit} s")
-            time.sleep(pause)
-            pause = min(2 * pause, 1e-3)
+                                      f"finish the collective within {timeout_s} s")
+            time.sleep(20e-6)
 
     def timings(self, timeout_s: float | None = None) -> RankEpochTimings | None:
         """This rank's :class:`RankEpochTimings` on the host clock (None if timing was off)."""
