@@ -1,6 +1,7 @@
 """The runtime that real ranks run: RCollective, the transports it runs over, and RTuner.
 
-Shared by the emulator (:mod:`react.backends.emu`) and, later, the GPU backend. It imports
+Shared by the emulator (:mod:`react.backends.emu`) and the GPU backend
+(:mod:`react.backends.gpu`, which reuses the schedule and timings). It imports
 nothing from the simulator. Pieces, one module each:
 
 - :mod:`react.runtime.clock` — the one clock every rank timestamps with;

@@ -65,14 +65,13 @@ class GpuEpoch:
     """A posted collective: its timings once the GPU has run it."""
 
     def __init__(self, rank: int, epoch: int, plan: GpuPlan, events: _Events | None,
-                 anchor_host_s: float, exit_sync: Any, timeout_s: float) -> None:
+                 anchor_host_s: float, exit_sync: Any) -> None:
         self.rank = rank
         self.epoch = epoch
         self._plan = plan
         self._events = events
         self._anchor_host_s = anchor_host_s
         self._exit_sync = exit_sync
-        self._timeout_s = timeout_s
         self._timings: RankEpochTimings | None = None
 
     def done(self) -> bool:
@@ -129,13 +128,15 @@ class GpuCollective:
         Time every flow with CUDA events (:mod:`.eventclock`).
     event_sets : int
         Timing event sets per pattern, used in turn (module docstring).
-    timeout_s : float
-        Longest a host wait on a collective may take; NCCL's own watchdog uses the process
-        group's timeout (:func:`.world.init_gpu_world`).
+
+    Notes
+    -----
+    Every NCCL operation is bounded by the process group's timeout
+    (:func:`.world.init_gpu_world`): NCCL's watchdog aborts it and the process ends with the
+    error, so no rank hangs. :meth:`GpuEpoch.wait` also takes its own host-side limit.
     """
 
-    def __init__(self, *, lanes: int = 4, timing: bool = True, event_sets: int = 4,
-                 timeout_s: float = 120.0) -> None:
+    def __init__(self, *, lanes: int = 4, timing: bool = True, event_sets: int = 4) -> None:
         torch = import_cuda_torch()
         dist = torch.distributed
         if not dist.is_initialized() or "nccl" not in str(dist.get_backend()):
@@ -150,7 +151,6 @@ class GpuCollective:
         self.world_size = dist.get_world_size()
         self.timing = bool(timing)
         self.event_sets = event_sets
-        self.timeout_s = float(timeout_s)
         self.device = torch.device("cuda", torch.cuda.current_device())
         ranks = list(range(self.world_size))
         self._lanes = [dist.new_group(ranks, backend="nccl") for _ in range(lanes)]
@@ -217,8 +217,7 @@ class GpuCollective:
         exit_sync.record(caller)
         if events is not None:
             events.exit.record(caller)
-        result = GpuEpoch(self.rank, epoch, plan, events, anchor_host_s, exit_sync,
-                          self.timeout_s)
+        result = GpuEpoch(self.rank, epoch, plan, events, anchor_host_s, exit_sync)
         if events is not None:
             events.owner = result
         return result
