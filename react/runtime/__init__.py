@@ -1,7 +1,8 @@
 """The runtime that real ranks run: RCollective, the transports it runs over, and RTuner.
 
-Shared by the emulator (:mod:`react.backends.emu`) and, later, the GPU backend. It imports
-nothing from the simulator (flowsim). Pieces, one module each:
+Shared by the emulator (:mod:`react.backends.emu`) and the GPU backend
+(:mod:`react.backends.gpu`, which reuses the schedule and timings). It imports nothing from the
+simulator (flowsim). Pieces, one module each:
 
 - :mod:`react.runtime.clock` — the one clock every rank timestamps with;
 - :mod:`react.runtime.timings` — what one rank measured in one epoch, and how the tuner merges

@@ -1,0 +1,328 @@
+"""RCollective on NCCL: Algorithm 2 as stream and event waits, every flow timed by CUDA events.
+
+One CUDA stream per chunk graph. A collective records an event on the caller's current stream
+(the buffer is ready there), makes every graph stream wait on it, then posts every group of the
+rank's plan (:mod:`.plan`: one NCCL group per step of a chunk graph, in the ``(step, graph)``
+order every rank agrees on) from this one host thread: on the graph's stream it stages the
+payloads of multi-range sends, launches the group with ``batch_isend_irecv`` on the graph's lane
+(an NCCL communicator of its own), makes the stream wait for it (``Work.wait`` blocks the
+stream, not the host) and applies the receives as stream-ordered adds or copies. Finally the
+caller's stream waits on every graph stream. Nothing in :meth:`GpuCollective.run` waits on the
+GPU: it returns a :class:`GpuEpoch` at once, and only :meth:`GpuEpoch.timings` (or ``wait``)
+blocks the host.
+
+Timing (``timing=True``): per epoch an anchor event (on an idle stream, with a host clock
+sample, :mod:`.eventclock`), an enter and an exit event on the caller's stream, and a ready and a
+done event around each group, all created once per pattern and reused: ``event_sets`` sets,
+used in turn, so the timings of an epoch must be read before ``event_sets`` more epochs ran, or
+the set's next use reads them first (waiting for that older epoch to finish on the GPU).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from react.backends.gpu.eventclock import GroupStamps, to_rank_timings
+from react.backends.gpu.plan import GpuPlan, gpu_plan
+from react.backends.gpu.world import GpuError, import_cuda_torch
+from react.pattern import Pattern
+from react.runtime.clock import now_s
+from react.runtime.collective import CollectiveError
+from react.runtime.schedule import ScheduleError
+from react.runtime.timings import RankEpochTimings
+from react.verify import verify
+
+__all__ = ["GpuCollective", "GpuEpoch"]
+
+
+@dataclass(slots=True)
+class _Events:
+    """One reusable set of timing events for one plan."""
+
+    anchor: Any
+    enter: Any
+    exit: Any
+    ready: list[Any]
+    done: list[Any]
+    owner: GpuEpoch | None = None
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """A plan with its buffers, streams and events (cached per pattern, size and dtype)."""
+
+    pattern: Pattern
+    plan: GpuPlan
+    recv_stage: dict[int, Any]  # flow index -> staging tensor (non-direct receives)
+    send_stage: dict[int, Any]  # flow index -> staging tensor (multi-range sends)
+    event_sets: list[_Events]
+    calls: int = 0
+
+
+class GpuEpoch:
+    """A posted collective: its timings once the GPU has run it."""
+
+    def __init__(self, rank: int, epoch: int, plan: GpuPlan, events: _Events | None,
+                 anchor_host_s: float, exit_sync: Any) -> None:
+        self.rank = rank
+        self.epoch = epoch
+        self._plan = plan
+        self._events = events
+        self._anchor_host_s = anchor_host_s
+        self._exit_sync = exit_sync
+        self._timings: RankEpochTimings | None = None
+
+    def done(self) -> bool:
+        """Whether the GPU finished this collective (never blocks)."""
+        return self._timings is not None or bool(self._exit_sync.query())
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        """Block the host until the GPU finished it.
+
+        Without ``timeout_s`` this blocks on the exit event (no polling delay); NCCL's watchdog
+        bounds it, aborting an operation that exceeds the process group's timeout. With
+        ``timeout_s`` it polls and raises :class:`CollectiveError` past the limit.
+        """
+        if self.done():
+            return
+        if timeout_s is None:
+            self._exit_sync.synchronize()
+            return
+        deadline = time.monotonic() + timeout_s
+        while not self.done():
+            if time.monotonic() > deadline:
+                raise CollectiveError(f"rank {self.rank}, epoch {self.epoch}: the GPU did not "
+                                      f"finish the collective within {timeout_s} s")
+            time.sleep(20e-6)
+
+    def timings(self, timeout_s: float | None = None) -> RankEpochTimings | None:
+        """This rank's :class:`RankEpochTimings` on the host clock (None if timing was off)."""
+        if self._timings is not None or self._events is None:
+            return self._timings
+        self.wait(timeout_s)
+        ev = self._events
+        a = ev.anchor
+        stamps = [
+            GroupStamps(tuple(o.flow_index for o in g.sends), tuple(o.flow_index for o in g.recvs),
+                        a.elapsed_time(ev.ready[k]), a.elapsed_time(ev.done[k]))
+            for k, g in enumerate(self._plan.groups)
+        ]
+        self._timings = to_rank_timings(self.rank, self.epoch, self._anchor_host_s,
+                                        a.elapsed_time(ev.enter), a.elapsed_time(ev.exit), stamps)
+        if ev.owner is self:
+            ev.owner = None
+        return self._timings
+
+
+class GpuCollective:
+    """Runs verified patterns on this rank's GPU over NCCL; every rank makes the same calls.
+
+    Parameters
+    ----------
+    lanes : int
+        NCCL communicators made for chunk graphs (graph ``g`` on lane ``g mod lanes``); made here,
+        by every rank, off the critical path.
+    timing : bool
+        Time every flow with CUDA events (:mod:`.eventclock`).
+    event_sets : int
+        Timing event sets per pattern, used in turn (module docstring).
+
+    Notes
+    -----
+    Every NCCL operation is bounded by the process group's timeout
+    (:func:`.world.init_gpu_world`): NCCL's watchdog aborts it and the process ends with the
+    error, so no rank hangs. :meth:`GpuEpoch.wait` also takes its own host-side limit.
+    """
+
+    def __init__(self, *, lanes: int = 4, timing: bool = True, event_sets: int = 4) -> None:
+        torch = import_cuda_torch()
+        dist = torch.distributed
+        if not dist.is_initialized() or "nccl" not in str(dist.get_backend()):
+            raise GpuError("GpuCollective needs an initialised NCCL process group "
+                           "(call react.backends.gpu.init_gpu_world first)")
+        for name, value in (("lanes", lanes), ("event_sets", event_sets)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise GpuError(f"GpuCollective: {name} must be a positive integer, got {value!r}")
+        self._torch = torch
+        self._dist = dist
+        self.rank = dist.get_rank()
+        self.world_size = dist.get_world_size()
+        self.timing = bool(timing)
+        self.event_sets = event_sets
+        self.device = torch.device("cuda", torch.cuda.current_device())
+        ranks = list(range(self.world_size))
+        self._lanes = [dist.new_group(ranks, backend="nccl") for _ in range(lanes)]
+        warm = torch.zeros(1, device=self.device)
+        for group in self._lanes:  # the first operation on a group must involve every rank
+            dist.all_reduce(warm, group=group)
+        torch.cuda.synchronize(self.device)
+        self._streams: dict[int, Any] = {}
+        self._clock_stream = torch.cuda.Stream(self.device)
+        self._enter_sync = torch.cuda.Event()
+        self._graph_sync: dict[int, Any] = {}
+        self._prepared: dict[tuple[int, int, Any], _Prepared] = {}
+
+    @property
+    def lanes(self) -> int:
+        return len(self._lanes)
+
+    # -- one collective ---------------------------------------------------------------------
+    def run(self, pattern: Pattern, buffer: Any, epoch: int) -> GpuEpoch:
+        """Post ``pattern`` in place on ``buffer`` (a 1-D contiguous CUDA tensor) as ``epoch``.
+
+        Returns at once; the result is in ``buffer`` once the caller's current stream reaches
+        this point (ordered after the collective, as NCCL's own collectives are).
+
+        Raises
+        ------
+        PatternError
+            If the pattern does not implement its collective.
+        ScheduleError
+            If the buffer or epoch is unusable, or the pattern's ranks do not fit the world.
+        CollectiveError
+            If NCCL refuses a launch.
+        """
+        torch = self._torch
+        prep = self._prepare(pattern, buffer, epoch)
+        plan = prep.plan
+        events = None
+        if self.timing:
+            events = prep.event_sets[prep.calls % self.event_sets]
+            if events.owner is not None:  # read the older epoch before its events are reused
+                events.owner.timings()
+        prep.calls += 1
+        caller = torch.cuda.current_stream(self.device)
+        anchor_host_s = 0.0
+        if events is not None:
+            events.anchor.record(self._clock_stream)
+            anchor_host_s = now_s()
+            events.enter.record(caller)
+        self._enter_sync.record(caller)
+        streams = {g: self._stream(g) for g in plan.graphs}
+        for s in streams.values():
+            s.wait_event(self._enter_sync)
+        try:
+            for k, group in enumerate(plan.groups):
+                self._post(group, k, buffer, streams[group.graph], prep, events)
+        except RuntimeError as exc:
+            raise CollectiveError(f"rank {self.rank}, epoch {epoch}: NCCL refused a launch: "
+                                  f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from None
+        exit_sync = torch.cuda.Event()
+        for g, s in streams.items():
+            done = self._graph_sync[g]
+            done.record(s)
+            caller.wait_event(done)
+        exit_sync.record(caller)
+        if events is not None:
+            events.exit.record(caller)
+        result = GpuEpoch(self.rank, epoch, plan, events, anchor_host_s, exit_sync)
+        if events is not None:
+            events.owner = result
+        return result
+
+    def _post(self, group, k: int, buffer: Any, stream: Any, prep: _Prepared,
+              events: _Events | None) -> None:
+        torch, dist = self._torch, self._dist
+        lane = self._lanes[group.lane]
+        with torch.cuda.stream(stream):
+            ops = []
+            for op in group.sends:
+                if op.size == 0:
+                    continue
+                if len(op.ranges) == 1:
+                    lo, hi = op.ranges[0]
+                    payload = buffer[lo:hi]
+                else:
+                    payload = prep.send_stage[op.flow_index]
+                    torch.cat([buffer[lo:hi] for lo, hi in op.ranges], out=payload)
+                ops.append(dist.P2POp(dist.isend, payload, op.peer, group=lane))
+            for op in group.recvs:
+                if op.size == 0:
+                    continue
+                if op.direct:
+                    lo, hi = op.ranges[0]
+                    target = buffer[lo:hi]
+                else:
+                    target = prep.recv_stage[op.flow_index]
+                ops.append(dist.P2POp(dist.irecv, target, op.peer, group=lane))
+            if events is not None:
+                events.ready[k].record(stream)
+            if ops:
+                for work in dist.batch_isend_irecv(ops):
+                    work.wait()  # the stream waits for NCCL; the host does not
+            if events is not None:
+                events.done[k].record(stream)
+            for op in group.recvs:
+                if op.direct or op.size == 0:
+                    continue
+                data = prep.recv_stage[op.flow_index]
+                offset = 0
+                for lo, hi in op.ranges:
+                    part = data[offset:offset + hi - lo]
+                    if op.reduce:
+                        buffer[lo:hi].add_(part)
+                    else:
+                        buffer[lo:hi].copy_(part)
+                    offset += hi - lo
+
+    def _stream(self, graph: int) -> Any:
+        stream = self._streams.get(graph)
+        if stream is None:
+            stream = self._streams[graph] = self._torch.cuda.Stream(self.device)
+            self._graph_sync[graph] = self._torch.cuda.Event()
+        return stream
+
+    # -- preparation --------------------------------------------------------------------------
+    def _prepare(self, pattern: Pattern, buffer: Any, epoch: int) -> _Prepared:
+        torch = self._torch
+        if not isinstance(pattern, Pattern):
+            raise ScheduleError(f"GpuCollective.run: expected a Pattern, got "
+                                f"{type(pattern).__name__}")
+        if not isinstance(buffer, torch.Tensor) or buffer.dim() != 1 or not buffer.is_cuda:
+            raise ScheduleError(
+                f"GpuCollective.run: buffer must be a one-dimensional CUDA tensor, got "
+                f"{type(buffer).__name__} {getattr(buffer, 'shape', '')} on "
+                f"{getattr(buffer, 'device', '?')}")
+        if buffer.device != self.device or not buffer.is_contiguous():
+            raise ScheduleError(f"GpuCollective.run: buffer must be contiguous on {self.device}, "
+                                f"got {buffer.device}")
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+            raise ScheduleError(f"GpuCollective.run: epoch must be an integer >= 0, got {epoch!r}")
+        key = (id(pattern), buffer.numel(), buffer.dtype)
+        prep = self._prepared.get(key)
+        if prep is not None and prep.pattern is pattern:
+            return prep
+        verify(pattern)  # raises PatternError before anything is posted
+        bad = [r for r in pattern.ranks if not 0 <= r < self.world_size]
+        if bad or len(pattern.ranks) != self.world_size:
+            raise ScheduleError(f"GpuCollective.run: the pattern's ranks {list(pattern.ranks)} "
+                                f"must be the world 0..{self.world_size - 1}")
+        plan = gpu_plan(pattern, self.rank, buffer.numel(), self.lanes)
+        make = dict(device=self.device, dtype=buffer.dtype)
+        recv_stage = {op.flow_index: torch.empty(op.size, **make)
+                      for g in plan.groups for op in g.recvs if not op.direct and op.size}
+        send_stage = {op.flow_index: torch.empty(op.size, **make)
+                      for g in plan.groups for op in g.sends if len(op.ranges) > 1}
+        sets = []
+        if self.timing:
+            def ev():
+                return torch.cuda.Event(enable_timing=True)
+
+            sets = [_Events(ev(), ev(), ev(), [ev() for _ in plan.groups],
+                            [ev() for _ in plan.groups]) for _ in range(self.event_sets)]
+        if len(self._prepared) >= 16:
+            self._prepared.clear()
+        prep = self._prepared[key] = _Prepared(pattern, plan, recv_stage, send_stage, sets)
+        return prep
+
+    def close(self) -> None:
+        """Wait for posted work and drop the lanes' communicators (every rank calls this)."""
+        if not self._lanes:
+            return
+        self._torch.cuda.synchronize(self.device)
+        for group in self._lanes:
+            self._dist.destroy_process_group(group)
+        self._lanes = []
+        self._prepared.clear()

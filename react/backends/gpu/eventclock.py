@@ -1,0 +1,61 @@
+"""CUDA event times -> the host clock's :class:`~react.runtime.timings.RankEpochTimings`.
+
+A CUDA event's time is only meaningful relative to another event of the same device
+(``elapsed_time``). Each epoch therefore records one *anchor* event on a stream that runs
+nothing else, sampling the host clock (:func:`react.runtime.clock.now_s`, CLOCK_MONOTONIC) just
+after the record call returns: an idle stream reaches the event at once, so the anchor's GPU
+time is that host instant within the launch latency (microseconds). Every other event of the
+epoch is placed on the host clock as ``anchor_host_s + elapsed_ms(anchor, event) / 1000``; ranks
+on one host then compare directly, and ranks on several hosts are shifted by the tuner's clock
+offsets as on the emulator (:func:`react.runtime.timings.merge_epoch`, ``offsets_s``).
+
+What is stamped, per NCCL group (one step of one chunk graph, :mod:`.plan`): ``ready`` when the
+graph's stream reached the step (the previous step's receives applied; for the sender, its
+payload staged), ``done`` when the stream saw the group complete. A send's ``post_s`` is its
+group's ``ready``; a receive's ``post_s`` is its group's ``ready`` and its ``end_s`` its group's
+``done``: NCCL reports one completion per group, so a receive is stamped when the last operation
+of its group finished (exact when a rank receives one flow per step of a graph, as in rings and
+trees at two ranks). The merge then starts a flow when both ends were ready and ends it when its
+data had landed, as for the other transports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from react.runtime.timings import RankEpochTimings, RecvTiming, SendTiming
+
+__all__ = ["GroupStamps", "to_rank_timings"]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStamps:
+    """One NCCL group's flows and its two event times, in ms after the epoch's anchor."""
+
+    send_flows: tuple[int, ...]
+    recv_flows: tuple[int, ...]
+    ready_ms: float
+    done_ms: float
+
+
+def to_rank_timings(
+    rank: int,
+    epoch: int,
+    anchor_host_s: float,
+    enter_ms: float,
+    exit_ms: float,
+    groups: Sequence[GroupStamps],
+) -> RankEpochTimings:
+    """One rank's epoch on the host clock (module docstring); flows sorted by index."""
+
+    def host(ms: float) -> float:
+        return anchor_host_s + ms / 1e3
+
+    sends = [SendTiming(i, host(g.ready_ms)) for g in groups for i in g.send_flows]
+    recvs = [RecvTiming(i, host(g.ready_ms), host(max(g.done_ms, g.ready_ms)))
+             for g in groups for i in g.recv_flows]
+    sends.sort(key=lambda s: s.flow_index)
+    recvs.sort(key=lambda r: r.flow_index)
+    return RankEpochTimings(rank, epoch, host(enter_ms), host(max(exit_ms, enter_ms)),
+                            tuple(sends), tuple(recvs))
