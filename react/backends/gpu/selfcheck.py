@@ -108,6 +108,8 @@ def check_all(count: int = 1 << 16, *, lanes: int = 4) -> dict[str, Any]:
                 for _ in range(2):
                     buf = torch.from_numpy(initial_buffer(pattern, inputs[rank], rank)).cuda()
                     rec = coll.run(pattern, buf, epoch).timings()
+                    if rec is None:
+                        raise ReactError(f"{name}: the collective ran without flow timing")
                     got = buf.cpu().numpy()
                     where = f"{name} {dtype} n={n} rank {rank} epoch {epoch}"
                     _compare(f"{where} vs numpy", got[defined], want[defined],
@@ -115,7 +117,7 @@ def check_all(count: int = 1 << 16, *, lanes: int = 4) -> dict[str, Any]:
                     if nccl is not None:
                         _compare(f"{where} vs NCCL", got[defined], nccl[defined],
                                  dtype == "int32", n)
-                    records = [None] * n
+                    records: list[Any] = [None] * n
                     dist.all_gather_object(records, rec.to_dict())
                     result = merge_epoch(pattern, [RankEpochTimings.from_dict(d)
                                                    for d in records],
