@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from react.errors import PatternError
+from react.errors import PatternError, ReactError
 from react.pattern import Pattern
 from react.patterns.recursive import allgather_recursive_doubling, allreduce_halving_doubling
 from react.patterns.ring import allgather_ring, allreduce_ring, reduce_scatter_ring
@@ -34,6 +34,7 @@ __all__ = [
     "generator",
     "nccl_btree",
     "nccl_double_binary_tree",
+    "patterns_at",
     "reduce_binary_tree",
     "reduce_scatter_ring",
 ]
@@ -59,3 +60,15 @@ def generator(name: str) -> Callable[[int], Pattern]:
     except (KeyError, TypeError):
         known = ", ".join(sorted(GENERATORS))
         raise PatternError(f"unknown pattern generator {name!r}; known: {known}") from None
+
+
+def patterns_at(n: int) -> dict[str, Pattern]:
+    """Every generator's pattern at ``n`` ranks, by name in sorted order; generators that do not
+    exist at ``n`` (they raise :class:`~react.errors.ReactError`) are left out."""
+    out = {}
+    for name in sorted(GENERATORS):
+        try:
+            out[name] = GENERATORS[name](n)
+        except ReactError:
+            continue
+    return out

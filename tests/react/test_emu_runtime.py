@@ -24,7 +24,7 @@ from react.backends.emu.cleanup import list_namespaces
 from react.cli import main as react_main
 from react.detect import detect_congestion
 from react.errors import ReactError
-from react.patterns import allreduce_double_binary_tree
+from react.patterns import allreduce_double_binary_tree, patterns_at
 from react.runtime.rank import job_spec
 from react.scenario import open_jobs, parse_scenario, run_scenario
 
@@ -78,18 +78,7 @@ def test_every_generator_is_correct_over_namespaces_on_sockets(n, tmp_path):
     codes, outs = run_group("react.runtime.selfcheck", n, "socket", tmp_path)
     assert codes == [0] * n, [err for _, err in outs]
     checked = set(json.loads(outs[0][0])["checked"])
-    assert checked == set(_generators_at(n)) and len(checked) >= 6
-
-
-def _generators_at(n):
-    from react.patterns import GENERATORS
-
-    for name, make in GENERATORS.items():
-        try:
-            make(n)
-        except ReactError:
-            continue
-        yield name
+    assert checked == set(patterns_at(n)) and len(checked) >= 6
 
 
 def test_every_generator_is_correct_over_gloo_and_matches_torch(tmp_path):

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from react.errors import ReactError
-from react.patterns import GENERATORS
+from react.patterns import patterns_at
 from react.runtime.reference import expected_output, initial_buffer
 from react.runtime.timings import RankEpochTimings, merge_epoch
 
@@ -95,11 +95,7 @@ def check_all(count: int = 1 << 16, *, lanes: int = 4) -> dict[str, Any]:
     report: dict[str, Any] = {"world_size": n, "count": count, "lanes": lanes, "checked": []}
     epoch = 0
     try:
-        for name in sorted(GENERATORS):
-            try:
-                pattern = GENERATORS[name](n)
-            except ReactError:
-                continue  # not defined at n ranks
+        for name, pattern in patterns_at(n).items():
             for dtype in ("int32", "float32"):
                 inputs = inputs_for(n, count, dtype)
                 want, defined = expected_output(pattern, inputs, rank)
