@@ -12,8 +12,8 @@ torch.distributed's Gloo transport (needs the ``[torch]`` extra). Needs root (na
 
 Run::
 
-    sudo python -m experiments.table2_emu --out docs/results      # ~15 min on 2 cores
-    sudo python -m experiments.table2_emu --quick                  # a minute, to ./results/
+    sudo python3 experiments/table2_emu.py --gloo --out docs/results   # ~21 min on 2 cores
+    sudo python3 experiments/table2_emu.py --quick   # a minute, to ./results/table2_emu/
 """
 
 from __future__ import annotations
