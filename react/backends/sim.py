@@ -184,8 +184,8 @@ class SimBackend:
         self._plan: _Plan | None = None
         self._last_pattern: Pattern | None = None
         self._last_run_s = 0.0
-        self.switches = 0
-        """Pattern changes charged so far (each cost the first epoch on the new pattern)."""
+        self.switch_costs_s: list[float] = []
+        """The set-up charged at each pattern change so far, in order (seconds)."""
 
     @property
     def env(self) -> simpy.Environment:
@@ -223,8 +223,9 @@ class SimBackend:
         self._last_pattern = pattern
         if last is None or last is pattern or last == pattern:
             return 0.0
-        self.switches += 1
-        return self.switch_cost_s + self.switch_cost_epochs * self._last_run_s
+        cost = self.switch_cost_s + self.switch_cost_epochs * self._last_run_s
+        self.switch_costs_s.append(cost)
+        return cost
 
     def epoch(self, pattern: Pattern) -> Generator[simpy.Event, Any, EpochResult]:
         """A SimPy process body running one epoch of ``pattern``; returns its EpochResult.
