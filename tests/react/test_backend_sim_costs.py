@@ -83,7 +83,7 @@ def test_switch_cost_reaches_the_controller_and_the_record():
     assert times_us(run.results) == pytest.approx([160, 160] + [1160, 160] * 3, rel=1e-9)
     assert [t for batch in controller.seen for t in batch] == pytest.approx(
         [160, 160] + [1160, 160] * 3, rel=1e-9)
-    changes = sum(p != q for p, q in zip(run.patterns, run.patterns[1:]))
+    changes = sum(p != q for p, q in zip(run.patterns, run.patterns[1:], strict=False))
     assert changes == 3 and run.info["switch_cost_s"] == [1e-3] * 3
 
 

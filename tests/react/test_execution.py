@@ -1,4 +1,4 @@
-"""The execution rule: Algorithm 2 (default) against the dataflow rule, by hand and on every generator.
+"""The execution rule: Algorithm 2 (default) against the dataflow rule, by hand and per generator.
 
 Star topologies without latency, 100 Gb/s links: a flow of ``b`` bytes alone takes ``b / 12.5e9``
 s (1 MB: 80 µs, 0.5 MB: 40 µs). Rank ``i`` runs on host ``h{i}``.
