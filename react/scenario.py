@@ -25,6 +25,14 @@ The file (every key is listed; anything else is an error)::
     apply_delay_epochs = 5           # epochs a new pattern takes to reach every rank (§6.3)
     timeout_s = 120                  # bound on any wait of a rank or of the tuner
 
+    [sim]                            # optional; used when the backend is "sim"
+    execution = "algorithm2"         # "algorithm2" (the paper's, as real ranks run it) |
+                                     # "dataflow" (a flow waits only for its data; looser)
+    switch_cost_s = 0.0              # idle set-up before the first epoch of each new pattern
+    switch_cost_epochs = 0.0         # ... plus this many times the previous epoch's time
+    noise_sigma = 0.0                # relative noise on every flow's time (0 .. 0.3), seeded
+                                     # from the scenario's seed
+
     [topology]                       # a builder of flowsim.topologies and its parameters ...
     name = "star"                    # star | leaf_spine | fat_tree | alibaba_fabric
     n = 17
@@ -90,6 +98,7 @@ from flowsim.topology import Topology
 from react.backends.base import JobRun
 from react.controller import ControllerConfig
 from react.errors import ReactError
+from react.execution import DEFAULT_EXECUTION, EXECUTION_RULES
 from react.patterns import GENERATORS
 from react.tomlfile import read_toml
 
@@ -101,6 +110,7 @@ __all__ = [
     "Comparison",
     "EmuSpec",
     "FailureSpec",
+    "SimSpec",
     "JobSpec",
     "Scenario",
     "ScenarioError",
@@ -211,6 +221,16 @@ class EmuSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class SimSpec:
+    """How the simulator runs a scenario's jobs (the ``[sim]`` table; react.backends.sim)."""
+
+    execution: str = DEFAULT_EXECUTION
+    switch_cost_s: float = 0.0
+    switch_cost_epochs: float = 0.0
+    noise_sigma: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     """A validated scenario: the built topology, resolved jobs, background and failures."""
 
@@ -224,6 +244,7 @@ class Scenario:
     failures: tuple[FailureSpec, ...] = ()
     source: str = "<scenario>"
     emu: EmuSpec = EmuSpec()
+    sim: SimSpec = SimSpec()
 
     def job(self, name: str) -> JobSpec:
         for job in self.jobs:
@@ -424,10 +445,28 @@ def parse_scenario(
         for i, raw in enumerate(_array(top, "failures"))
     )
     emu = _emu(_Table(top.raw("emu", {}), "emu", source))
+    sim = _sim(_Table(top.raw("sim", {}), "sim", source))
     top.done(("name", "description", "seed", "backend", "connections", "topology", "jobs",
-              "background", "failures", "emu"))
+              "background", "failures", "emu", "sim"))
     return Scenario(name, description, seed, backend, topology, tuple(jobs), background,
-                    failures, source, emu)
+                    failures, source, emu, sim)
+
+
+def _sim(t: _Table) -> SimSpec:
+    from react.backends.sim import MAX_NOISE_SIGMA
+
+    d = SimSpec()
+    noise = t.number("noise_sigma", d.noise_sigma)
+    if noise > MAX_NOISE_SIGMA:
+        raise t.fail("noise_sigma", noise, f"a number in [0, {MAX_NOISE_SIGMA}]")
+    spec = SimSpec(
+        execution=t.string("execution", d.execution, choices=EXECUTION_RULES),
+        switch_cost_s=t.number("switch_cost_s", d.switch_cost_s),
+        switch_cost_epochs=t.number("switch_cost_epochs", d.switch_cost_epochs),
+        noise_sigma=noise,
+    )
+    t.done(("execution", "switch_cost_s", "switch_cost_epochs", "noise_sigma"))
+    return spec
 
 
 def _emu(t: _Table) -> EmuSpec:
