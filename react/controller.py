@@ -313,14 +313,17 @@ class Controller:
             what = ", ".join(s.describe() for s in trial.swaps)
             if mean_time * (1.0 + cfg.revert_threshold) > trial.base_time_s:
                 self._remember_failure(trial)
-                self._round.append((mean_time, self.pattern, trial.swaps))
+                tried = self.pattern
+                self._round.append((mean_time, tried, trial.swaps))
                 self.pattern = trial.base_pattern
                 notes.append(
                     f"reverted {what}: observed {_us(mean_time)} vs {_us(trial.base_time_s)} "
                     f"before ({observed_gain:+.1%}, needed at least {cfg.revert_threshold:+.0%})"
                 )
                 self._count_fruitless(notes, trial.picture, trial.base_time_s)
-                return self._decide(index, "revert", notes, mean_time, observed_gain)
+                # Settling may pick the pattern just tried, which then simply stays.
+                action: Action = "keep" if self.pattern == tried else "revert"
+                return self._decide(index, action, notes, mean_time, observed_gain)
             self._fruitless = 0
             self._round.clear()
             self._excluded |= trial.resolved_steady
