@@ -22,12 +22,17 @@ Run (no torchrun: it starts the ranks itself, one per GPU)::
 
     python3 experiments/gpu_closed_loop.py --out DIR            # ~2 min on 2 GPUs
     python3 experiments/gpu_closed_loop.py --quick --out DIR    # smoke: 60 epochs, p = 0, 2
+
+Writes ``gpu_closed_loop.json`` (everything), ``gpu_closed_loop.md`` (the table),
+``fig11_gpu.png`` and ``tuner_p{p}.json`` (the tuner's result file of each REACT run: every
+merged flow time of every epoch, the decisions) under ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import time
@@ -145,6 +150,9 @@ def measure(args: argparse.Namespace, gpus: int) -> dict[str, Any]:
                 try:
                     controller = Controller(pattern, config) if kind == "react" else None
                     run = job.run_job(f"{kind}-p{p}", pattern, args.epochs, controller)
+                    if kind == "react":  # the tuner's record: every merged flow of every epoch
+                        args.out.mkdir(parents=True, exist_ok=True)
+                        shutil.copyfile(run.info["result_file"], args.out / f"tuner_p{p}.json")
                 finally:
                     job.close()
                 cell[kind] = summary(run, args.batch)

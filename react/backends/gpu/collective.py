@@ -1,13 +1,15 @@
 """RCollective on NCCL: Algorithm 2 as stream and event waits, every flow timed by CUDA events.
 
-One CUDA stream per chunk graph. A collective records an event on the caller's current stream
-(the buffer is ready there), makes every graph stream wait on it, then posts every group of the
-rank's plan (:mod:`.plan`: one NCCL group per step of a chunk graph, in the ``(step, graph)``
-order every rank agrees on) from this one host thread: on the graph's stream it stages the
-payloads of multi-range sends, launches the group with ``batch_isend_irecv`` on the graph's lane
-(an NCCL communicator of its own), makes the stream wait for it (``Work.wait`` blocks the
-stream, not the host) and applies the receives as stream-ordered adds or copies. Finally the
-caller's stream waits on every graph stream. Nothing in :meth:`GpuCollective.run` waits on the
+One CUDA stream per chunk graph and direction. A collective records an event on the caller's
+current stream (the buffer is ready there), makes every stream wait on it, then posts every
+group of the rank's plan (:mod:`.plan`: one NCCL group per direction of a step of a chunk graph,
+in the ``(step, graph, direction)`` order every rank agrees on) from this one host thread: on
+the group's stream it waits for the previous step of its graph (both directions), stages the
+payloads of multi-range sends, launches the group with ``batch_isend_irecv`` on its lane (an
+NCCL communicator of its own) and makes the stream wait for it (``Work.wait`` blocks the
+stream, not the host); once both directions of the step are launched, each stream waits for the
+other's launch to finish and applies its receives as stream-ordered adds or copies. Finally the
+caller's stream waits on every stream. Nothing in :meth:`GpuCollective.run` waits on the
 GPU: it returns a :class:`GpuEpoch` at once, and only :meth:`GpuEpoch.timings` (or ``wait``)
 blocks the host.
 
@@ -128,6 +130,12 @@ class GpuCollective:
         Time every flow with CUDA events (:mod:`.eventclock`).
     event_sets : int
         Timing event sets per pattern, used in turn (module docstring).
+    connect_all : bool
+        Connect every ordered rank pair on every lane here, with one small exchange each: NCCL
+        sets up a pair's point-to-point connection on its first transfer (about a hundred
+        milliseconds, docs/results/gpu.md), so without this the first epoch of a pattern that
+        pairs ranks differently would pay it. With it a pattern switch needs no new
+        communicator and no new connection.
 
     Notes
     -----
@@ -136,7 +144,8 @@ class GpuCollective:
     error, so no rank hangs. :meth:`GpuEpoch.wait` also takes its own host-side limit.
     """
 
-    def __init__(self, *, lanes: int = 4, timing: bool = True, event_sets: int = 4) -> None:
+    def __init__(self, *, lanes: int = 4, timing: bool = True, event_sets: int = 4,
+                 connect_all: bool = True) -> None:
         torch = import_cuda_torch()
         dist = torch.distributed
         if not dist.is_initialized() or "nccl" not in str(dist.get_backend()):
@@ -157,11 +166,22 @@ class GpuCollective:
         warm = torch.zeros(1, device=self.device)
         for group in self._lanes:  # the first operation on a group must involve every rank
             dist.all_reduce(warm, group=group)
+        n, me = self.world_size, self.rank
+        if connect_all and n > 1:
+            into = torch.zeros(1, device=self.device)
+            for group in self._lanes:
+                for shift in range(1, n):
+                    ops = [dist.P2POp(dist.isend, warm, (me + shift) % n, group=group),
+                           dist.P2POp(dist.irecv, into, (me - shift) % n, group=group)]
+                    for work in dist.batch_isend_irecv(ops):
+                        work.wait()
         torch.cuda.synchronize(self.device)
-        self._streams: dict[int, Any] = {}
+        self._streams: dict[tuple[int, int], Any] = {}
         self._clock_stream = torch.cuda.Stream(self.device)
         self._enter_sync = torch.cuda.Event()
-        self._graph_sync: dict[int, Any] = {}
+        self._graph_sync: dict[tuple[int, int], Any] = {}
+        self._launched: dict[tuple[int, int], Any] = {}
+        self._applied: dict[tuple[int, int], Any] = {}
         self._prepared: dict[tuple[int, int, Any], _Prepared] = {}
 
     @property
@@ -200,12 +220,37 @@ class GpuCollective:
             anchor_host_s = now_s()
             events.enter.record(caller)
         self._enter_sync.record(caller)
-        streams = {g: self._stream(g) for g in plan.graphs}
-        for s in streams.values():
+        keys = sorted({(g.graph, g.direction) for g in plan.groups})
+        streams = {key: self._stream(key) for key in keys}
+        for key, s in streams.items():
             s.wait_event(self._enter_sync)
+            self._applied[key].record(s)
         try:
-            for k, group in enumerate(plan.groups):
-                self._post(group, k, buffer, streams[group.graph], prep, events)
+            k = 0
+            groups = plan.groups
+            while k < len(groups):  # one block: every direction of one step of one graph
+                end = k + 1
+                while end < len(groups) and (groups[end].step, groups[end].graph) == (
+                        groups[k].step, groups[k].graph):
+                    end += 1
+                block = range(k, end)
+                graph = groups[k].graph
+                for j in block:
+                    key = (graph, groups[j].direction)
+                    for other in keys:
+                        if other[0] == graph and other != key:
+                            streams[key].wait_event(self._applied[other])
+                    self._launch(groups[j], j, buffer, streams[key], prep, events)
+                    self._launched[key].record(streams[key])
+                for j in block:
+                    key = (graph, groups[j].direction)
+                    for i in block:
+                        if i != j:
+                            streams[key].wait_event(
+                                self._launched[(graph, groups[i].direction)])
+                    self._apply(groups[j], buffer, streams[key], prep)
+                    self._applied[key].record(streams[key])
+                k = end
         except RuntimeError as exc:
             raise CollectiveError(f"rank {self.rank}, epoch {epoch}: NCCL refused a launch: "
                                   f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from None
@@ -222,8 +267,8 @@ class GpuCollective:
             events.owner = result
         return result
 
-    def _post(self, group, k: int, buffer: Any, stream: Any, prep: _Prepared,
-              events: _Events | None) -> None:
+    def _launch(self, group, k: int, buffer: Any, stream: Any, prep: _Prepared,
+                events: _Events | None) -> None:
         torch, dist = self._torch, self._dist
         lane = self._lanes[group.lane]
         with torch.cuda.stream(stream):
@@ -254,6 +299,9 @@ class GpuCollective:
                     work.wait()  # the stream waits for NCCL; the host does not
             if events is not None:
                 events.done[k].record(stream)
+
+    def _apply(self, group, buffer: Any, stream: Any, prep: _Prepared) -> None:
+        with self._torch.cuda.stream(stream):
             for op in group.recvs:
                 if op.direct or op.size == 0:
                     continue
@@ -267,11 +315,14 @@ class GpuCollective:
                         buffer[lo:hi].copy_(part)
                     offset += hi - lo
 
-    def _stream(self, graph: int) -> Any:
-        stream = self._streams.get(graph)
+    def _stream(self, key: tuple[int, int]) -> Any:
+        stream = self._streams.get(key)
         if stream is None:
-            stream = self._streams[graph] = self._torch.cuda.Stream(self.device)
-            self._graph_sync[graph] = self._torch.cuda.Event()
+            torch = self._torch
+            stream = self._streams[key] = torch.cuda.Stream(self.device)
+            self._graph_sync[key] = torch.cuda.Event()
+            self._launched[key] = torch.cuda.Event()
+            self._applied[key] = torch.cuda.Event()
         return stream
 
     # -- preparation --------------------------------------------------------------------------

@@ -2,17 +2,24 @@
 
 NCCL matches point-to-point operations between two ranks of one communicator by call order
 (tags are ignored), and a lone blocking send to a peer whose own send comes first deadlocks. So
-every step of every chunk graph is one NCCL group (``batch_isend_irecv``: its sends and receives
-progress together), and every rank posts its groups in one order all ranks agree on: by
-``(step, chunk graph)``. A chunk graph runs on one "lane" (an NCCL communicator with its own
-stream; graph ``g`` on lane ``g mod lanes``), so graphs on different lanes overlap; graphs that
-share a lane interleave by step. Within a lane the ``k``-th operation between two ranks is the
-same flow at both ends, because both walk the same flows in the same order; a group waits only
-on groups earlier in that order, so none waits forever.
+a step of a chunk graph is posted as NCCL groups (``batch_isend_irecv``: a group's sends and
+receives progress together), and every rank posts its groups in one order all ranks agree on:
+by ``(step, chunk graph, direction)``. The *direction* of a flow ``u -> v`` is 0 when
+``u < v`` and 1 otherwise; a step's operations of one direction form one group, so a rank that
+sends to and receives from the same peer in one step (every step at two ranks) posts the two
+as separate groups on separate lanes: they run concurrently, and each flow's completion is
+its own, not the slower direction's (CUDA events time each group, :mod:`.eventclock`). A
+``(graph, direction)`` runs on one "lane" (an NCCL communicator with its own stream; lane
+``(2 graph + direction) mod lanes``), so graphs and directions on different lanes overlap; those
+that share a lane interleave in posting order. Within a lane the ``k``-th operation between two
+ranks is the same flow at both ends, because both walk the same flows in the same order and a
+flow's direction is the same at both ends; a group waits only on groups earlier in that order
+(the previous step of its graph, both directions), so none waits forever.
 
-A receive lands in a staging buffer and is applied after its group (``reduce`` adds, ``copy``
-overwrites, in pattern flow order), except a ``copy`` of one contiguous range that no other
-operation of its group touches: that one lands straight in the buffer (``direct``).
+A receive lands in a staging buffer and is applied once every group of its step of its graph
+has finished (``reduce`` adds, ``copy`` overwrites, in pattern flow order: a send of the same
+step may still read what it overwrites), except a ``copy`` of one contiguous range that no other
+operation of its step touches: that one lands straight in the buffer (``direct``).
 """
 
 from __future__ import annotations
@@ -39,13 +46,14 @@ class GpuOp:
 
 @dataclass(frozen=True, slots=True)
 class GpuGroup:
-    """One step of one chunk graph at this rank: launched as one NCCL group on ``lane``."""
+    """One direction of one step of one chunk graph at this rank: one NCCL group on ``lane``."""
 
     graph: int
     step: int
     lane: int
     sends: tuple[GpuOp, ...]
     recvs: tuple[GpuOp, ...]  # in pattern flow order: the order they are applied in
+    direction: int = 0  # 0: flows u -> v with u < v; 1: u > v
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +97,13 @@ def gpu_plan(pattern: Pattern, rank: int, count: int, lanes: int) -> GpuPlan:
                 reduce = flows[i].op == "reduce"
                 direct = not reduce and len(ranges) == 1 and not shared(i)
                 recvs.append(GpuOp(i, flows[i].src, ranges, _size(ranges), reduce, direct))
-            groups.append(GpuGroup(program.graph, ops.step, program.graph % lanes,
-                                   tuple(sends), tuple(recvs)))
-    groups.sort(key=lambda g: (g.step, g.graph))
+            for d in (0, 1):
+                ds = tuple(o for o in sends if (rank > o.peer) == bool(d))
+                dr = tuple(o for o in recvs if (o.peer > rank) == bool(d))
+                if ds or dr:
+                    groups.append(GpuGroup(program.graph, ops.step,
+                                           (2 * program.graph + d) % lanes, ds, dr, d))
+    groups.sort(key=lambda g: (g.step, g.graph, g.direction))
     graphs = tuple(sorted({g.graph for g in groups}))
     return GpuPlan(rank, int(count), lanes, graphs, tuple(groups))
 

@@ -8,7 +8,7 @@ them so on one host, ``torchrun`` on each host does the same on several)::
     python -m react.backends.gpu.rank JOB.json
 
 ``JOB.json`` (format ``react-gpu-job/1``, :func:`gpu_job_spec`) holds the starting pattern, the
-epochs, the message size, the tuner's address (or none), the GPU of each rank (default
+epochs (after ``warmup_epochs`` untimed ones that nobody reports), the message size, the tuner's address (or none), the GPU of each rank (default
 ``LOCAL_RANK``), the lanes, the timeouts and a folder for the rank's own record.
 
 Each epoch (:func:`rank_loop`): ask the :class:`~react.runtime.tuner.TunerClient` which pattern
@@ -67,6 +67,7 @@ def gpu_job_spec(
     timeout_s: float = 120.0,
     compute_gap_s: float = 0.0,
     apply_delay_epochs: int = 5,
+    warmup_epochs: int = 3,
     dtype: str = "float32",
 ) -> dict[str, Any]:
     """The JSON document every rank of a GPU job reads (module docstring)."""
@@ -82,7 +83,7 @@ def gpu_job_spec(
         "out_dir": str(out_dir), "devices": None if devices is None else [int(d) for d in devices],
         "lanes": int(lanes), "timeout_s": float(timeout_s),
         "compute_gap_s": float(compute_gap_s), "apply_delay_epochs": int(apply_delay_epochs),
-        "dtype": dtype,
+        "warmup_epochs": int(warmup_epochs), "dtype": dtype,
     }
 
 
@@ -274,6 +275,13 @@ def run_gpu_rank(spec: Mapping[str, Any]) -> dict[str, Any]:
                                  f"{want[bad].item()!r}")
             record["checks"].append(epoch)
 
+        # warm-up, untimed and unreported: NCCL connects its peers and the plan, buffers and
+        # events are made on the first calls (the switch benchmark measures that cost)
+        for _ in range(int(spec.get("warmup_epochs", 0))):
+            buffer.copy_(start)
+            coll.run(pattern, buffer, 0).timings()
+        torch.cuda.synchronize()
+        record["post_s"] = 0.0
         t0 = time.perf_counter()
         rank_loop(pattern, int(spec["epochs"]), post, client=client,
                   report_late=int(spec["apply_delay_epochs"]) >= 1 or client is None,
