@@ -20,7 +20,7 @@ times (``fig11_gpu.png``, like the paper's Fig. 11).
 
 Run (no torchrun: it starts the ranks itself, one per GPU)::
 
-    python3 experiments/gpu_closed_loop.py --out DIR            # ~2 min on 2 GPUs
+    python3 experiments/gpu_closed_loop.py --out DIR            # ~2 min on 2 GPUs (600 epochs a run)
     python3 experiments/gpu_closed_loop.py --quick --out DIR    # smoke: 60 epochs, p = 0, 2
 
 Writes ``gpu_closed_loop.json`` (everything), ``gpu_closed_loop.md`` (the table),
@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ranks", type=int, default=0, help="ranks (default: every GPU)")
     parser.add_argument("--p", type=int, nargs="+", default=[0, 1, 2], dest="ps")
     parser.add_argument("--congested", type=int, default=1, help="the congested rank")
-    parser.add_argument("--epochs", type=int, default=300)
+    parser.add_argument("--epochs", type=int, default=600)
     parser.add_argument("--batch", type=int, default=6, help="the controller's batch (B)")
     parser.add_argument("--delay", type=int, default=5, help="apply delay in epochs")
     parser.add_argument("--message-bytes", type=float, default=100e6)
