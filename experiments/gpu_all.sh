@@ -12,7 +12,8 @@
 #                                                            Fig. 11 CDF)
 #   4. experiments/table2_gpu.py                             (Table 2: dual tree, 100 MB)
 # Each step's output goes to OUT/<step>.log and its files under OUT/<step>/; a failing step
-# does not stop the others; the exit status is the number of failed steps. --quick runs every
+# does not stop the others, nor does one past its time limit (it is stopped); the exit status
+# is the number of failed steps. --quick runs every
 # step small (a smoke test of the whole chain, about 2 minutes on 2 GPUs).
 set -u
 out=${1:?usage: experiments/gpu_all.sh OUT [--quick]}
@@ -35,20 +36,20 @@ if [ "$quick" = "--quick" ]; then
   loop=(--quick); table=(--quick)
 fi
 failed=0
-step() {
-  local name=$1; shift
+step() {  # step NAME LIMIT_S COMMAND...: a step past its limit is stopped (and counts as failed)
+  local name=$1 limit=$2; shift 2
   echo "== $name: $*"
   local t0=$SECONDS
-  "$@" > "$out/$name.log" 2>&1
+  timeout --kill-after=10 "$limit" "$@" > "$out/$name.log" 2>&1
   local rc=$?
   echo "== $name: exit $rc after $((SECONDS - t0)) s"
   tail -n 25 "$out/$name.log"
   [ $rc -eq 0 ] || failed=$((failed + 1))
 }
-step pytest python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/react/test_gpu.py
-step bench python3 -m torch.distributed.run --standalone --nproc-per-node="$n" \
+step pytest 300 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/react/test_gpu.py
+step bench 240 python3 -m torch.distributed.run --standalone --nproc-per-node="$n" \
      benchmarks/bench_gpu.py --out "$out/bench" "${bench[@]}"
-step loop python3 experiments/gpu_closed_loop.py --out "$out/loop" "${loop[@]}"
-step table2 python3 experiments/table2_gpu.py --out "$out/table2" "${table[@]}"
+step loop 600 python3 experiments/gpu_closed_loop.py --out "$out/loop" --timeout-s 30 "${loop[@]}"
+step table2 600 python3 experiments/table2_gpu.py --out "$out/table2" "${table[@]}"
 echo "== failed steps: $failed"
 exit $failed

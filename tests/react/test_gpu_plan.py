@@ -153,19 +153,23 @@ def test_direct_receives_are_lone_single_range_copies(pattern):
 def test_groups_are_posted_by_step_graph_direction_and_lanes_wrap():
     pattern = GENERATORS["allreduce_ring"](4)
     plan = gpu_plan(pattern, 1, 64, 3)
-    keys = [(g.step, g.graph, g.direction) for g in plan.groups]
+    keys = [(g.step, g.graph, g.direction ^ (g.graph % 2)) for g in plan.groups]
     assert keys == sorted(keys)
-    assert all(g.lane == (2 * g.graph + g.direction) % 3 for g in plan.groups)
+    assert all(g.lane == g.graph % 3 for g in plan.groups)
     # a group holds one direction: rank 1 sends up to 2 (0) and receives up from 0 (0)
     for g in plan.groups:
         assert all((1 > op.peer) == bool(g.direction) for op in g.sends)
         assert all((op.peer > 1) == bool(g.direction) for op in g.recvs)
     # at two ranks a group never holds both a send and a receive: rank 0 sends up (0) and
-    # receives down (1), so every flow of rank 0 is a group of its own
+    # receives down (1), so every flow of rank 0 is a group of its own; an odd graph posts its
+    # direction 1 first, so the two graphs move data in opposite directions at once
     two_ranks = GENERATORS["allreduce_double_binary_tree"](2)
     two = gpu_plan(two_ranks, 0, 64, 4)
     assert all(len(g.sends) + len(g.recvs) == 1 for g in two.groups)
     assert len(two.groups) == len(two_ranks.flows)
+    for a, b in zip(two.groups, two.groups[1:]):
+        if (a.step, a.graph) == (b.step, b.graph):
+            assert [a.direction, b.direction] == ([0, 1] if a.graph % 2 == 0 else [1, 0])
     with pytest.raises(ScheduleError, match="lanes"):
         gpu_plan(pattern, 1, 64, 0)
     with pytest.raises(ScheduleError, match="rank 9"):

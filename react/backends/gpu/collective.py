@@ -1,15 +1,13 @@
 """RCollective on NCCL: Algorithm 2 as stream and event waits, every flow timed by CUDA events.
 
-One CUDA stream per chunk graph and direction. A collective records an event on the caller's
-current stream (the buffer is ready there), makes every stream wait on it, then posts every
-group of the rank's plan (:mod:`.plan`: one NCCL group per direction of a step of a chunk graph,
-in the ``(step, graph, direction)`` order every rank agrees on) from this one host thread: on
-the group's stream it waits for the previous step of its graph (both directions), stages the
-payloads of multi-range sends, launches the group with ``batch_isend_irecv`` on its lane (an
-NCCL communicator of its own) and makes the stream wait for it (``Work.wait`` blocks the
-stream, not the host); once both directions of the step are launched, each stream waits for the
-other's launch to finish and applies its receives as stream-ordered adds or copies. Finally the
-caller's stream waits on every stream. Nothing in :meth:`GpuCollective.run` waits on the
+One CUDA stream per chunk graph. A collective records an event on the caller's current stream
+(the buffer is ready there), makes every graph stream wait on it, then posts every group of the
+rank's plan (:mod:`.plan`: one NCCL group per direction of a step of a chunk graph, in the order
+every rank agrees on) from this one host thread: on the graph's stream it stages the payloads of
+multi-range sends, launches the group with ``batch_isend_irecv`` on the graph's lane (an NCCL
+communicator of its own) and makes the stream wait for it (``Work.wait`` blocks the stream, not
+the host); once every group of the step is done it applies the step's receives as
+stream-ordered adds or copies. Finally the caller's stream waits on every graph stream. Nothing in :meth:`GpuCollective.run` waits on the
 GPU: it returns a :class:`GpuEpoch` at once, and only :meth:`GpuEpoch.timings` (or ``wait``)
 blocks the host.
 
@@ -176,12 +174,10 @@ class GpuCollective:
                     for work in dist.batch_isend_irecv(ops):
                         work.wait()
         torch.cuda.synchronize(self.device)
-        self._streams: dict[tuple[int, int], Any] = {}
+        self._streams: dict[int, Any] = {}
         self._clock_stream = torch.cuda.Stream(self.device)
         self._enter_sync = torch.cuda.Event()
-        self._graph_sync: dict[tuple[int, int], Any] = {}
-        self._launched: dict[tuple[int, int], Any] = {}
-        self._applied: dict[tuple[int, int], Any] = {}
+        self._graph_sync: dict[int, Any] = {}
         self._prepared: dict[tuple[int, int, Any], _Prepared] = {}
 
     @property
@@ -220,36 +216,22 @@ class GpuCollective:
             anchor_host_s = now_s()
             events.enter.record(caller)
         self._enter_sync.record(caller)
-        keys = sorted({(g.graph, g.direction) for g in plan.groups})
-        streams = {key: self._stream(key) for key in keys}
-        for key, s in streams.items():
+        streams = {g: self._stream(g) for g in plan.graphs}
+        for s in streams.values():
             s.wait_event(self._enter_sync)
-            self._applied[key].record(s)
         try:
             k = 0
             groups = plan.groups
-            while k < len(groups):  # one block: every direction of one step of one graph
+            while k < len(groups):  # one block: the groups of one step of one graph
                 end = k + 1
                 while end < len(groups) and (groups[end].step, groups[end].graph) == (
                         groups[k].step, groups[k].graph):
                     end += 1
-                block = range(k, end)
-                graph = groups[k].graph
-                for j in block:
-                    key = (graph, groups[j].direction)
-                    for other in keys:
-                        if other[0] == graph and other != key:
-                            streams[key].wait_event(self._applied[other])
-                    self._launch(groups[j], j, buffer, streams[key], prep, events)
-                    self._launched[key].record(streams[key])
-                for j in block:
-                    key = (graph, groups[j].direction)
-                    for i in block:
-                        if i != j:
-                            streams[key].wait_event(
-                                self._launched[(graph, groups[i].direction)])
-                    self._apply(groups[j], buffer, streams[key], prep)
-                    self._applied[key].record(streams[key])
+                stream = streams[groups[k].graph]
+                for j in range(k, end):
+                    self._launch(groups[j], j, buffer, stream, prep, events)
+                for j in range(k, end):  # after every group: a send may read what is applied
+                    self._apply(groups[j], buffer, stream, prep)
                 k = end
         except RuntimeError as exc:
             raise CollectiveError(f"rank {self.rank}, epoch {epoch}: NCCL refused a launch: "
@@ -315,14 +297,11 @@ class GpuCollective:
                         buffer[lo:hi].copy_(part)
                     offset += hi - lo
 
-    def _stream(self, key: tuple[int, int]) -> Any:
-        stream = self._streams.get(key)
+    def _stream(self, graph: int) -> Any:
+        stream = self._streams.get(graph)
         if stream is None:
-            torch = self._torch
-            stream = self._streams[key] = torch.cuda.Stream(self.device)
-            self._graph_sync[key] = torch.cuda.Event()
-            self._launched[key] = torch.cuda.Event()
-            self._applied[key] = torch.cuda.Event()
+            stream = self._streams[graph] = self._torch.cuda.Stream(self.device)
+            self._graph_sync[graph] = self._torch.cuda.Event()
         return stream
 
     # -- preparation --------------------------------------------------------------------------

@@ -4,17 +4,18 @@ NCCL matches point-to-point operations between two ranks of one communicator by 
 (tags are ignored), and a lone blocking send to a peer whose own send comes first deadlocks. So
 a step of a chunk graph is posted as NCCL groups (``batch_isend_irecv``: a group's sends and
 receives progress together), and every rank posts its groups in one order all ranks agree on:
-by ``(step, chunk graph, direction)``. The *direction* of a flow ``u -> v`` is 0 when
+by ``(step, chunk graph, direction order)``. The *direction* of a flow ``u -> v`` is 0 when
 ``u < v`` and 1 otherwise; a step's operations of one direction form one group, so a rank that
 sends to and receives from the same peer in one step (every step at two ranks) posts the two
-as separate groups on separate lanes: they run concurrently, and each flow's completion is
-its own, not the slower direction's (CUDA events time each group, :mod:`.eventclock`). A
-``(graph, direction)`` runs on one "lane" (an NCCL communicator with its own stream; lane
-``(2 graph + direction) mod lanes``), so graphs and directions on different lanes overlap; those
-that share a lane interleave in posting order. Within a lane the ``k``-th operation between two
-ranks is the same flow at both ends, because both walk the same flows in the same order and a
-flow's direction is the same at both ends; a group waits only on groups earlier in that order
-(the previous step of its graph, both directions), so none waits forever.
+as separate groups, one after the other on its graph's stream, and each flow's completion is
+its own, not the slower direction's (CUDA events time each group, :mod:`.eventclock`). Even
+graphs post direction 0 first, odd graphs direction 1 first, so while graph 0 moves data one
+way graph 1 moves it the other and both directions of every link stay busy. A chunk graph runs
+on one "lane" (an NCCL communicator with its own stream; graph ``g`` on lane ``g mod lanes``),
+so graphs on different lanes overlap; graphs that share a lane interleave in posting order.
+Within a lane the ``k``-th operation between two ranks is the same flow at both ends, because
+both walk the same flows in the same order; a group waits only on groups earlier in that order
+(on its graph's stream), so none waits forever.
 
 A receive lands in a staging buffer and is applied once every group of its step of its graph
 has finished (``reduce`` adds, ``copy`` overwrites, in pattern flow order: a send of the same
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from react.pattern import Pattern
 from react.runtime.schedule import ScheduleError, chunk_bounds, flow_ranges, rank_program
 
-__all__ = ["GpuGroup", "GpuOp", "GpuPlan", "gpu_plan"]
+__all__ = ["GpuGroup", "GpuOp", "GpuPlan", "gpu_plan", "posting_key"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +102,16 @@ def gpu_plan(pattern: Pattern, rank: int, count: int, lanes: int) -> GpuPlan:
                 ds = tuple(o for o in sends if (rank > o.peer) == bool(d))
                 dr = tuple(o for o in recvs if (o.peer > rank) == bool(d))
                 if ds or dr:
-                    groups.append(GpuGroup(program.graph, ops.step,
-                                           (2 * program.graph + d) % lanes, ds, dr, d))
-    groups.sort(key=lambda g: (g.step, g.graph, g.direction))
+                    groups.append(GpuGroup(program.graph, ops.step, program.graph % lanes,
+                                           ds, dr, d))
+    groups.sort(key=posting_key)
     graphs = tuple(sorted({g.graph for g in groups}))
     return GpuPlan(rank, int(count), lanes, graphs, tuple(groups))
+
+
+def posting_key(group: GpuGroup) -> tuple[int, int, int]:
+    """The order every rank posts its groups in: step, graph, then the graph's direction order."""
+    return (group.step, group.graph, group.direction ^ (group.graph & 1))
 
 
 def _size(ranges: tuple[tuple[int, int], ...]) -> int:
