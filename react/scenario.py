@@ -16,6 +16,7 @@ The file (every key is listed; anything else is an error)::
     description = "..."              # optional
     seed = 0                         # ECMP hash seed of the network; default seed of each job
     backend = "sim"                  # "sim" (flowsim) | "emu" (real ranks, emulated network)
+                                     # | "gpu" (this host's GPUs: host h{i} is GPU i, NCCL)
     connections = 4                  # ECMP connections per rank pair (default for every job)
 
     [emu]                            # optional; used when the backend is "emu"
@@ -32,6 +33,12 @@ The file (every key is listed; anything else is an error)::
     switch_cost_epochs = 0.0         # ... plus this many times the previous epoch's time
     noise_sigma = 0.0                # relative noise on every flow's time (0 .. 0.3), seeded
                                      # from the scenario's seed
+
+    [gpu]                            # optional; used when the backend is "gpu"
+    apply_delay_epochs = 5           # epochs a new pattern takes to reach every rank (§6.3)
+    timeout_s = 120                  # bound on every NCCL operation and every tuner wait
+    lanes = 4                        # NCCL communicators for chunk graphs
+    copy_bytes = 67108864            # bytes per copy of a background copy stream
 
     [topology]                       # a builder of flowsim.topologies and its parameters ...
     name = "star"                    # star | leaf_spine | fat_tree | alibaba_fabric
@@ -109,6 +116,7 @@ __all__ = [
     "BackgroundSpec",
     "Comparison",
     "EmuSpec",
+    "GpuSpec",
     "FailureSpec",
     "SimSpec",
     "JobSpec",
@@ -133,9 +141,10 @@ TOPOLOGIES: dict[str, Callable[..., Topology]] = {
 BACKENDS: dict[str, str] = {
     "sim": "react.backends.sim",
     "emu": "react.backends.emu.world",
+    "gpu": "react.backends.gpu.scenario",
 }
 """Backends a scenario may name, and the module whose ``scenario_jobs`` builds a scenario's jobs
-on it (imported only when used). ns-3 and GPUs will join."""
+on it (imported only when used). ns-3 will join."""
 
 EMU_TRANSPORTS: tuple[str, ...] = ("socket", "torch")
 
@@ -231,6 +240,16 @@ class SimSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuSpec:
+    """How the GPU backend runs a scenario (the ``[gpu]`` table; module docstring)."""
+
+    apply_delay_epochs: int = 5
+    timeout_s: float = 120.0
+    lanes: int = 4
+    copy_bytes: int = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     """A validated scenario: the built topology, resolved jobs, background and failures."""
 
@@ -245,6 +264,7 @@ class Scenario:
     source: str = "<scenario>"
     emu: EmuSpec = EmuSpec()
     sim: SimSpec = SimSpec()
+    gpu: GpuSpec = GpuSpec()
 
     def job(self, name: str) -> JobSpec:
         for job in self.jobs:
@@ -446,10 +466,11 @@ def parse_scenario(
     )
     emu = _emu(_Table(top.raw("emu", {}), "emu", source))
     sim = _sim(_Table(top.raw("sim", {}), "sim", source))
+    gpu = _gpu(_Table(top.raw("gpu", {}), "gpu", source))
     top.done(("name", "description", "seed", "backend", "connections", "topology", "jobs",
-              "background", "failures", "emu", "sim"))
+              "background", "failures", "emu", "sim", "gpu"))
     return Scenario(name, description, seed, backend, topology, tuple(jobs), background,
-                    failures, source, emu, sim)
+                    failures, source, emu, sim, gpu)
 
 
 def _sim(t: _Table) -> SimSpec:
@@ -479,6 +500,18 @@ def _emu(t: _Table) -> EmuSpec:
         timeout_s=t.number("timeout_s", d.timeout_s, positive=True),
     )
     t.done(("link_rate_bps", "message_bytes", "transport", "apply_delay_epochs", "timeout_s"))
+    return spec
+
+
+def _gpu(t: _Table) -> GpuSpec:
+    d = GpuSpec()
+    spec = GpuSpec(
+        apply_delay_epochs=t.integer("apply_delay_epochs", d.apply_delay_epochs, minimum=0),
+        timeout_s=t.number("timeout_s", d.timeout_s, positive=True),
+        lanes=t.integer("lanes", d.lanes, minimum=1),
+        copy_bytes=t.integer("copy_bytes", d.copy_bytes, minimum=4),
+    )
+    t.done(("apply_delay_epochs", "timeout_s", "lanes", "copy_bytes"))
     return spec
 
 
