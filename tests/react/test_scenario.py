@@ -123,8 +123,9 @@ def test_emu_table_and_backend_switch():
     assert s.backend == "emu"
     assert (s.emu.link_rate_bps, s.emu.transport, s.emu.message_bytes) == (1e8, "torch", 4 * 2**20)
     assert parse_scenario(BASE).with_backend("emu").backend == "emu"
-    with pytest.raises(ScenarioError, match="'gpu' does not exist; expected one of sim, emu"):
-        parse_scenario(BASE).with_backend("gpu")
+    expected = "'quantum' does not exist; expected one of sim, emu, gpu"
+    with pytest.raises(ScenarioError, match=expected):
+        parse_scenario(BASE).with_backend("quantum")
 
 
 def test_sim_table_reaches_every_job_backend():
