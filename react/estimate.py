@@ -12,11 +12,14 @@ degree, :func:`react.detect.flow_degrees`). Then, for a flow of a candidate patt
 * otherwise, by default (``unseen="links"``), from what was seen of its two endpoints: every
   flow out of ``src`` crosses ``src``'s outbound link and every flow into ``dst`` crosses
   ``dst``'s inbound link, so the cheapest observed pair out of ``src`` bounds the cost of that
-  link and the cheapest pair into ``dst`` bounds the other; the flow gets the larger of the two
-  unit costs. A rank whose inbound link is congested therefore stays expensive whichever rank
-  sends to it, and moving the healthy end of a congested flow is not mistaken for a gain;
-* with ``unseen="degree_median"`` (the paper's rule, and the fallback when an endpoint was never
-  seen in that direction): the median FCT per byte of the observed flows of the same degree,
+  link and the cheapest pair into ``dst`` bounds the other (a link is bounded only when two or
+  more distinct pairs crossed it: one slow pair cannot tell its endpoint's link from its path
+  through the fabric). The flow gets the larger of the bounds it has, plus the mean excess of
+  observed pairs over their own link bounds (what paths through the fabric add on average). A
+  rank whose inbound link is congested therefore stays expensive whichever rank sends to it,
+  and moving the healthy end of a congested flow is not mistaken for a gain;
+* with ``unseen="degree_median"`` (the paper's rule, and the fallback when neither endpoint's
+  link is bounded): the median FCT per byte of the observed flows of the same degree,
   times its bytes ("the median completion time across all flows of same degree"); if no flow of
   that degree was seen, the median unit cost of all observations times bytes and degree. This
   rule prices every unseen pair as uncongested, which makes almost any swap that creates new
@@ -27,7 +30,6 @@ History older than ``H`` epochs is dropped (§5.4.2), so the model follows job c
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import deque
 from collections.abc import Sequence
@@ -39,6 +41,9 @@ from react.backends.base import EpochResult
 from react.detect import flow_degrees
 from react.errors import ReactError
 from react.pattern import Flow, Pattern
+
+UNSEEN_RULES = ("links", "degree_median")
+"""How :class:`FctModel` prices a never-observed (src, dst) pair (module docstring)."""
 
 
 class _Observation(NamedTuple):
@@ -89,9 +94,6 @@ class FctHistory:
         return self._model
 
 
-UNSEEN_RULES = ("links", "degree_median")
-
-
 class FctModel:
     """Predicts FCTs of flows of any pattern from a fixed set of observations.
 
@@ -126,22 +128,26 @@ class FctModel:
             for (src, dst), unit in self._pair_unit.items():
                 outs.setdefault(src, []).append(unit)
                 ins.setdefault(dst, []).append(unit)
-            self._out_unit = {r: min(v) for r, v in outs.items()}
-            self._in_unit = {r: min(v) for r, v in ins.items()}
-            self._path_unit = statistics.fmean(
+            # A link is bounded only by two or more distinct pairs: with one, a slow pair cannot
+            # tell its endpoint's link from its path through the fabric (a ring's flows).
+            self._out_unit = {r: min(v) for r, v in outs.items() if len(v) >= 2}
+            self._in_unit = {r: min(v) for r, v in ins.items() if len(v) >= 2}
+            residuals = [
                 unit - max(self._out_unit[src], self._in_unit[dst])
                 for (src, dst), unit in self._pair_unit.items()
-            )
+                if src in self._out_unit and dst in self._in_unit
+            ]
+            self._path_unit = statistics.fmean(residuals) if residuals else 0.0
 
     def flow_fct(self, flow: Flow, degree: int, size_bytes: float) -> float:
         """Estimated FCT of ``flow`` carrying ``size_bytes`` at degree ``degree``."""
         unit = self._pair_unit.get((flow.src, flow.dst))
         if unit is not None:
             return unit * size_bytes * degree
-        out_unit = self._out_unit.get(flow.src)
-        in_unit = self._in_unit.get(flow.dst)
-        if out_unit is not None and in_unit is not None:
-            return (max(out_unit, in_unit) + self._path_unit) * size_bytes * degree
+        links = [u for u in (self._out_unit.get(flow.src), self._in_unit.get(flow.dst))
+                 if u is not None]
+        if links:
+            return (max(links) + self._path_unit) * size_bytes * degree
         per_byte = self._degree_per_byte.get(degree)
         if per_byte is not None:
             return per_byte * size_bytes

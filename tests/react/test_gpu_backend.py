@@ -8,7 +8,6 @@ same model: the leader's decisions and every rank's pattern at every epoch must 
 """
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from react.backends.gpu.scenario import copy_pairs, scenario_jobs
 from react.backends.gpu.world import GpuError
 from react.controller import Controller, ControllerConfig
 from react.errors import PatternError, ReactError
-from react.pattern import Flow, Pattern
+from react.pattern import Pattern
 from react.patterns import allreduce_double_binary_tree, allreduce_ring
 from react.runtime.tuner import pattern_fingerprint
 from react.scenario import ScenarioError, parse_scenario

@@ -167,7 +167,7 @@ def test_groups_are_posted_by_step_graph_direction_and_lanes_wrap():
     two = gpu_plan(two_ranks, 0, 64, 4)
     assert all(len(g.sends) + len(g.recvs) == 1 for g in two.groups)
     assert len(two.groups) == len(two_ranks.flows)
-    for a, b in zip(two.groups, two.groups[1:]):
+    for a, b in zip(two.groups, two.groups[1:], strict=False):
         if (a.step, a.graph) == (b.step, b.graph):
             assert [a.direction, b.direction] == ([0, 1] if a.graph % 2 == 0 else [1, 0])
     with pytest.raises(ScheduleError, match="lanes"):

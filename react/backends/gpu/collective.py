@@ -1,22 +1,21 @@
 """RCollective on NCCL: Algorithm 2 as stream and event waits, every flow timed by CUDA events.
 
-One CUDA stream per chunk graph. A collective records an event on the caller's current stream
-(the buffer is ready there), makes every graph stream wait on it, then posts every group of the
-rank's plan (:mod:`.plan`: one NCCL group per direction of a step of a chunk graph, in the order
-every rank agrees on) from this one host thread: on the graph's stream it stages the payloads of
+One CUDA stream per chunk graph. A collective records an event on the caller's current stream (the
+buffer is ready there), makes every graph stream wait on it, then posts every group of the rank's
+plan (:mod:`.plan`: one NCCL group per direction of a step of a chunk graph, in the order every
+rank agrees on) from this one host thread: on the graph's stream it stages the payloads of
 multi-range sends, launches the group with ``batch_isend_irecv`` on the graph's lane (an NCCL
-communicator of its own) and makes the stream wait for it (``Work.wait`` blocks the stream, not
-the host); once every group of the step is done it applies the step's receives as
-stream-ordered adds or copies. Finally the caller's stream waits on every graph stream. Nothing in :meth:`GpuCollective.run` waits on the
-GPU: it returns a :class:`GpuEpoch` at once, and only :meth:`GpuEpoch.timings` (or ``wait``)
-blocks the host.
+communicator of its own) and makes the stream wait for it (``Work.wait`` blocks the stream, not the
+host); once every group of the step is done it applies the step's receives as stream-ordered adds
+or copies. Finally the caller's stream waits on every graph stream. Nothing in
+:meth:`GpuCollective.run` waits on the GPU: it returns a :class:`GpuEpoch` at once, and only
+:meth:`GpuEpoch.timings` (or ``wait``) blocks the host.
 
-Timing (``timing=True``): per epoch an anchor event (on an idle stream, with a host clock
-sample, :mod:`.eventclock`), an enter and an exit event on the caller's stream, and a ready and a
-done event around each group, all created once per pattern and reused: ``event_sets`` sets,
-used in turn, so the timings of an epoch must be read before ``event_sets`` more epochs ran, or
-the set's next use reads them first (waiting for that older epoch to finish on the GPU).
-"""
+Timing (``timing=True``): per epoch an anchor event (on an idle stream, with a host clock sample,
+:mod:`.eventclock`), an enter and an exit event on the caller's stream, and a ready and a done
+event around each group, all created once per pattern and reused: ``event_sets`` sets, used in
+turn, so the timings of an epoch must be read before ``event_sets`` more epochs ran, or the set's
+next use reads them first (waiting for that older epoch to finish on the GPU)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""One GPU rank of a real job: RCollective (or NCCL's own collective) epoch after epoch, under
-RTuner.
+"""One GPU rank of a real job: RCollective (or NCCL's own collective) epoch by epoch, under RTuner.
 
 Started once per GPU with the rank in the environment as ``torchrun`` sets it (``RANK``,
 ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``; :class:`~.job.GpuJob` starts
@@ -8,29 +7,29 @@ them so on one host, ``torchrun`` on each host does the same on several)::
     python -m react.backends.gpu.rank JOB.json
 
 ``JOB.json`` (format ``react-gpu-job/1``, :func:`gpu_job_spec`) holds the starting pattern, the
-epochs (after ``warmup_epochs`` untimed ones that nobody reports), the message size, the tuner's address (or none), the GPU of each rank (default
-``LOCAL_RANK``), the lanes, the timeouts and a folder for the rank's own record.
+epochs (after ``warmup_epochs`` untimed ones that nobody reports), the message size, the tuner's
+address (or none), the GPU of each rank (default ``LOCAL_RANK``), the lanes, the timeouts and a
+folder for the rank's own record.
 
-Each epoch (:func:`rank_loop`): ask the :class:`~react.runtime.tuner.TunerClient` which pattern
-is in force (it blocks only when the leader is more than ``apply_delay_epochs`` behind), refill
-the device buffer from the rank's fixed input (a device copy, ordered before the collective on
-the stream), post the collective (returns at once), then read the *previous* epoch's CUDA-event
-timings and hand them to the tuner's background thread: the host never waits for the epoch it
-just posted, so the GPU always has the next epoch queued and the control channel (TCP/JSON on
-the CPU) never blocks the GPU stream. The result is checked against the collective's meaning
-(:mod:`react.runtime.reference`) on the GPU at epoch 0, at the first epoch of every new pattern
-and at the last epoch.
+Each epoch (:func:`rank_loop`): ask the :class:`~react.runtime.tuner.TunerClient` which pattern is
+in force (it blocks only when the leader is more than ``apply_delay_epochs`` behind), refill the
+device buffer from the rank's fixed input (a device copy, ordered before the collective on the
+stream), post the collective (returns at once), then read the *previous* epoch's CUDA-event timings
+and hand them to the tuner's background thread: the host never waits for the epoch it just posted,
+so the GPU always has the next epoch queued and the control channel (TCP/JSON on the CPU) never
+blocks the GPU stream. The result is checked against the collective's meaning
+(:mod:`react.runtime.reference`) on the GPU at epoch 0, at the first epoch of every new pattern and
+at the last epoch.
 
-``mode = "nccl"`` runs NCCL's own collective of the pattern's kind instead (AllReduce,
-AllGather, Broadcast, Reduce; no flows, no tuner), timed by the same enter/exit events: the
-baseline beside RCollective under the same congestion.
+``mode = "nccl"`` runs NCCL's own collective of the pattern's kind instead (AllReduce, AllGather,
+Broadcast, Reduce; no flows, no tuner), timed by the same enter/exit events: the baseline beside
+RCollective under the same congestion.
 
-Every rank writes ``rank{r}.json`` into the job's folder: each epoch's enter and exit on the
-host clock, the host's posting time, the loop's wall time, the checks and the tuner client's
-waits. Any failure ends the process with a non-zero status and one line on stderr naming the
-rank, the epoch and the problem; NCCL's watchdog (the process group's timeout) ends a rank
-whose peer is gone, so no rank hangs.
-"""
+Every rank writes ``rank{r}.json`` into the job's folder: each epoch's enter and exit on the host
+clock, the host's posting time, the loop's wall time, the checks and the tuner client's waits. Any
+failure ends the process with a non-zero status and one line on stderr naming the rank, the epoch
+and the problem; NCCL's watchdog (the process group's timeout) ends a rank whose peer is gone, so
+no rank hangs."""
 
 from __future__ import annotations
 
@@ -207,8 +206,8 @@ class _Nccl:
 def run_gpu_rank(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The rank's whole life (module docstring); returns the record it wrote."""
     from react.backends.gpu.world import close_gpu_world, init_gpu_world
-    from react.runtime.reference import expected_output, initial_buffer
     from react.runtime.rank import element_count, rank_input
+    from react.runtime.reference import expected_output, initial_buffer
 
     if not isinstance(spec, Mapping) or spec.get("format") != FORMAT:
         raise ReactError(f"GPU job spec: expected format {FORMAT!r}, got "
