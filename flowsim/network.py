@@ -86,9 +86,12 @@ _SAFE_RTOL = 1e-9
 # bottleneck) when the engine decides which flows a change can reach.
 _SAT_RTOL = 1e-9
 # Up to this many running flows a re-solve first looks for the flows a change can reach through
-# saturated links (Network._closure); above it the level cut alone chooses (the closure of a
-# dense fabric is most of its flows, and finding it would cost more than it saves).
-_CLOSURE_FLOWS = 512
+# saturated links (Network._closure); above it the level cut alone chooses. Measured
+# (docs/benchmarks.md): with ~10 flows at once the closure is ~2 flows against ~7 above the cut
+# (-20% run time); at ~100 (c100) and ~250 (a 3-job what-if) the closure is 2-7x smaller than the
+# set above the cut, but finding it in Python costs more than the smaller solve saves (the
+# numpy fill's cost is set by its rounds, not its size): +30-40% run time.
+_CLOSURE_FLOWS = 48
 # Up to this many running flows a re-solve runs in plain Python (lists and dicts), above it
 # numpy chooses the flows and fills: below it numpy's per-call overhead costs more than the
 # loops it saves. All paths give bit-for-bit the same rates, so the choice never changes a
@@ -207,6 +210,7 @@ class Network:
         # Bytes per second on each link at the current rates (kept up to date as rates change;
         # round-off drift is far below _SAT_RTOL): which links are saturated, for the closure.
         self._load: list[float] = [0.0] * n
+        self._loads_valid = False  # kept up to date only while closures are looked for
         self._n_weighted = 0  # running flows of weight != 1 (0: the solver may count)
         self._meta: list[_Meta | None] = [None] * size
         self._free: list[int] = list(range(size - 1, -1, -1))
@@ -531,11 +535,15 @@ class Network:
             if lvl < self._dep_level:
                 self._dep_level = lvl
             self._dep_links.extend(m.path)
-            load = self._load
-            for lk in m.path:
-                ms = members[lk]
-                ms.discard(slot)
-                load[lk] = load[lk] - rate if ms else 0.0  # an empty link carries exactly 0
+            if self._loads_valid:
+                load = self._load
+                for lk in m.path:
+                    ms = members[lk]
+                    ms.discard(slot)
+                    load[lk] = load[lk] - rate if ms else 0.0  # an empty link carries exactly 0
+            else:
+                for lk in m.path:
+                    members[lk].discard(slot)
         if m.weight != 1.0:
             self._n_weighted -= 1
         self._alive[slot] = False
@@ -631,7 +639,11 @@ class Network:
         """
         comp = None
         if running <= self._closure_flows:
+            if not self._loads_valid:
+                self._recount_loads()
             comp = self._closure(thr, running)
+        else:
+            self._loads_valid = False
         while comp is not None:
             members, seen = comp
             solve = sorted(members)
@@ -657,6 +669,18 @@ class Network:
         solve_a = (level >= thr).nonzero()[0]
         rates, _ = self._fill_arrays(solve_a, (level < thr).nonzero()[0], None, None, thr)
         return solve_a, rates
+
+    def _recount_loads(self) -> None:
+        """Every link's load from the current rates (on entering the closure regime)."""
+        load = [0.0] * self._n_links
+        rt, meta = self._rt, self._meta
+        for slot in sorted(self._slot_of.values()):
+            r = rt[slot]
+            if r > 0:
+                for lk in meta[slot].path:  # type: ignore[union-attr]
+                    load[lk] += r
+        self._load = load
+        self._loads_valid = True
 
     @staticmethod
     def _closure_limit(running: int) -> int:
@@ -784,6 +808,7 @@ class Network:
         does not depend on which update ran.
         """
         lv, rt, wt, meta, load = self._lv, self._rt, self._wt, self._meta, self._load
+        valid = self._loads_valid
         t0l, sentl, leftl, rate_a, level_a, end_a = (
             self._t0l, self._sentl, self._leftl, self._rate, self._level, self._end)
         inf = math.inf
@@ -798,9 +823,10 @@ class Network:
                 rt[s] = rate_a[s] = r
                 lv[s] = level_a[s] = r / wt[s]
                 end_a[s] = now + left / r if r > 0 else inf
-                delta = r - old if old > 0 else r
-                for lk in meta[s].path:  # type: ignore[union-attr]
-                    load[lk] += delta
+                if valid:
+                    delta = r - old if old > 0 else r
+                    for lk in meta[s].path:  # type: ignore[union-attr]
+                        load[lk] += delta
 
     def _apply_arrays(self, now: float, solve: np.ndarray, rates: np.ndarray) -> None:
         """Give the flows in ``solve`` their new ``rates``; per-flow state in the arrays."""
@@ -822,13 +848,15 @@ class Network:
         with np.errstate(divide="ignore", invalid="ignore"):
             self._end[sl] = np.where(new_rate > 0, now + left / new_rate, math.inf)
         lv, rt, meta, load = self._lv, self._rt, self._meta, self._load
+        valid = self._loads_valid
         for slot, x, r in zip(sl.tolist(), level.tolist(), new_rate.tolist(), strict=True):
             old = rt[slot]
             lv[slot] = x
             rt[slot] = r
-            delta = r - old if old > 0 else r
-            for lk in meta[slot].path:  # type: ignore[union-attr]
-                load[lk] += delta
+            if valid:
+                delta = r - old if old > 0 else r
+                for lk in meta[slot].path:  # type: ignore[union-attr]
+                    load[lk] += delta
 
     def _safe_level(self) -> float:
         """The level below which no flow's rate can change (0 = re-solve everything).
@@ -866,16 +894,24 @@ class Network:
                 sigma = c / a if a > 0 else math.inf
             else:
                 if unit:
-                    w_total = a + len(items)  # sums of ones: exact in any order
+                    # Sums of ones: exact in any order, so the weight above flow j is a
+                    # difference.
+                    w_total = a + len(items)
+                    rest = None
                 else:
-                    w_total = a
-                    for s in items:
-                        w_total += wt[s]
+                    # The weight above each flow summed afresh from the top (a difference of
+                    # running sums would lose a weight of 1e-9 beside one of 1).
+                    rest = [0.0] * len(items)
+                    acc = a
+                    for j in range(len(items) - 1, -1, -1):
+                        acc += wt[items[j]]
+                        rest[j] = acc
+                    w_total = acc
                 r_before = 0.0
                 w_before = 0.0
                 sigma = -math.inf
-                for s in items:
-                    t = (c - r_before) / (w_total - w_before)
+                for j, s in enumerate(items):
+                    t = (c - r_before) / (w_total - w_before if rest is None else rest[j])
                     if t > sigma:
                         sigma = t
                     if sigma <= lv[s]:
