@@ -79,13 +79,13 @@ def generate(concurrency: int, flows: int = 10_000, seed: int = 12) -> dict:
             "done": [1.0] * flows}
 
 
-def workload_file(concurrency: int, tmp: Path) -> tuple[Path, bool]:
+def workload_file(concurrency: int, tmp: Path, flows: int = 10_000) -> tuple[Path, bool]:
     """The workload's JSON file and whether its ``done`` times come from SimGrid."""
-    if concurrency in SHIPPED:
+    if concurrency in SHIPPED and flows == 10_000:
         return DATA / SHIPPED[concurrency], True
-    path = tmp / f"leafspine128_c{concurrency}.json"
+    path = tmp / f"leafspine128_c{concurrency}_{flows}.json"
     if not path.exists():
-        path.write_text(json.dumps(generate(concurrency)), encoding="utf-8")
+        path.write_text(json.dumps(generate(concurrency, flows)), encoding="utf-8")
     return path, False
 
 
@@ -136,35 +136,58 @@ def child_flowsim(path: str, out: str | None) -> None:
 
 
 def child_simgrid(path: str, out: str | None) -> None:
-    """Replay a workload with SimGrid's max-min model (CM02), through its Python bindings."""
-    import simgrid  # noqa: F401  (raises ImportError when absent)
-    from simgrid import Actor, Engine, Mailbox, this_actor
+    """Replay a workload with SimGrid's max-min model (CM02) through its Python bindings.
+
+    Written against SimGrid 4's s4u Python API and NOT exercised on this project's machines
+    (SimGrid is not installed there); the parent reports a failure of this child and goes on.
+    Each flow's route is fixed by the file, and SimGrid routes by host pair, so every server
+    appears once per spine (``h{i}s{k}``) and a flow through spine ``k`` runs between the
+    ``k``-th copies of its endpoints, over the shared link objects.
+    """
+    import simgrid
+    from simgrid import Actor, Comm, Engine, NetZone
 
     with open(path, encoding="utf-8") as fh:
         data = json.load(fh)
     cap, flows, routes = data["cap"], data["flows"], data["routes"]
-    e = Engine(["bench", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
-                "--cfg=network/TCP-gamma:0", "--log=root.thres:critical"])
-    zone = simgrid.NetZone.create_full_zone("zone")
-    hosts = [zone.create_host(f"h{i}", 1e9) for i in range(HOSTS)]
-    links = [zone.create_link(f"l{i}", c).seal() for i, c in enumerate(cap)]
+    engine = Engine(["bench", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
+                     "--cfg=network/TCP-gamma:0", "--log=root.thres:critical"])
+    zone = NetZone.create_full_zone("bench")
+    links = [zone.create_link(f"l{i}", float(c)).seal() for i, c in enumerate(cap)]
+    hosts = {(h, k): zone.create_host(f"h{h}s{k}", 1e9).seal()
+             for h in range(HOSTS) for k in range(SPINES)}
+    declared: set[tuple[int, int, int]] = set()
+    ends: list[tuple[object, object]] = []
+    for (src, dst, _size, _dep), route_ids in zip(flows, routes, strict=True):
+        spine = 0 if len(route_ids) == 2 else (route_ids[1] - 256) % SPINES
+        if (src, dst, spine) not in declared:
+            declared.add((src, dst, spine))
+            zone.add_route(hosts[src, spine], hosts[dst, spine],
+                           [simgrid.LinkInRoute(links[i]) for i in route_ids])
+        ends.append((hosts[src, spine], hosts[dst, spine]))
     zone.seal()
-    done = [0.0] * len(flows)
     kids: list[list[int]] = [[] for _ in flows]
     for i, f in enumerate(flows):
         if f[3] >= 0:
             kids[f[3]].append(i)
+    done = [0.0] * len(flows)
 
-    def flow(i: int) -> None:
-        src, dst, size, _dep = flows[i]
-        comm = simgrid.Comm.sendto_async(hosts[src], hosts[dst], size) if not routes[i] else None
-        if comm is None:  # pragma: no cover - every route names links
-            return
-        comm.wait()
+    def chain(first: int) -> None:  # flow j of every wave, one after another
+        i = first
+        while True:
+            Comm.sendto(ends[i][0], ends[i][1], float(flows[i][2]))
+            done[i] = Engine.clock
+            if not kids[i]:
+                return
+            i = kids[i][0]
 
-    # One actor per chain of flows: it runs flow j of every wave in turn.
-    del flow, Actor, Mailbox, this_actor, links
-    raise ImportError("SimGrid driver: explicit per-flow routes are not supported by this driver")
+    for i, f in enumerate(flows):
+        if f[3] < 0:
+            Actor.create(f"chain{i}", ends[i][0], chain, i)
+    engine.run()
+    if out:
+        with open(out, "w", encoding="utf-8") as fh:
+            json.dump(done, fh)
 
 
 def main_child(argv: list[str]) -> int:
@@ -217,12 +240,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--naive-max", type=int, default=2000, metavar="C",
                         help="run the naive baseline only up to this concurrency (default 2000; "
                              "at 5,000 one run takes several minutes)")
+    parser.add_argument("--flows", type=int, default=10_000, metavar="N",
+                        help="flows per workload (default 10,000, the shipped sets' size; "
+                             "another value generates every workload)")
     parser.add_argument("--check", action="store_true",
                         help="also compare flowsim's completion times with the naive baseline's "
                              "on generated workloads (computed once, in this process)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error(f"--repeat {args.repeat}: expected at least 1 run")
+    if args.flows < 1:
+        parser.error(f"--flows {args.flows}: expected at least 1 flow")
     for c in args.sizes:
         if c < 1:
             parser.error(f"--sizes: {c} is not a positive concurrency")
@@ -235,13 +263,19 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-concurrency-") as tmp_name:
         tmp = Path(tmp_name)
         for c in args.sizes:
-            path, from_simgrid = workload_file(c, tmp)
+            path, from_simgrid = workload_file(c, tmp, args.flows)
             done_out = tmp / f"done_c{c}.json"
-            fs, nv = [], []
+            fs, nv, sg = [], [], []
             run_naive = not args.no_naive and c <= args.naive_max
             for _ in range(args.repeat):
                 fs.append(timed([sys.executable, me, "--child", "flowsim", str(path),
                                  str(done_out)]))
+                if simgrid:
+                    try:
+                        sg.append(timed([sys.executable, me, "--child", "simgrid", str(path)]))
+                    except subprocess.CalledProcessError as exc:
+                        print(f"SimGrid run failed ({exc}); SimGrid skipped")
+                        simgrid = False
                 if run_naive:
                     nv.append(timed([sys.executable, str(NAIVE), str(path)]))
             with open(done_out, encoding="utf-8") as fh:
@@ -255,6 +289,10 @@ def main(argv: list[str] | None = None) -> int:
                 ref = naive_done(data)
                 err = max(abs(a - b) / b for a, b in zip(done, ref, strict=True))
             fs_wall, fs_cpu = min(w for w, _ in fs), min(u for _, u in fs)
+            if sg:
+                sg_wall = min(w for w, _ in sg)
+                print(f"{'':>13} SimGrid {sg_wall:.2f} s: flowsim {sg_wall / fs_wall:.2f}x "
+                      f"SimGrid's speed")
             if nv:
                 nv_wall, nv_cpu = min(w for w, _ in nv), min(u for _, u in nv)
                 pairs = [b[0] / a[0] for a, b in zip(fs, nv, strict=True)]

@@ -119,6 +119,8 @@ PARTS = (
 
 def profile_parts(path: Path, epochs: int | None) -> tuple[float, list[tuple[str, float]]]:
     """Run the scenario in this process under cProfile; own time per part of the system."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     from react.cli import main
 
     argv = ["run", str(path), "--no-progress"] + (["--epochs", str(epochs)] if epochs else [])
