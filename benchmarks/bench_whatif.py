@@ -134,18 +134,25 @@ def profile_parts(path: Path, epochs: int | None) -> tuple[float, list[tuple[str
             sys.stdout = stdout
     total = time.perf_counter() - t0
     stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    other_name = "everything else (imports, reports, ...)"
     own = {name: 0.0 for name, _ in PARTS}
-    other = 0.0
-    for (filename, _line, _func), (_cc, _nc, tottime, _ct, _callers) in stats.items():
+    own[other_name] = 0.0
+
+    def part_of(filename: str) -> str:
         fname = filename.replace(os.sep, "/")
         for name, keys in PARTS:
             if any(k in fname for k in keys):
-                own[name] += tottime
-                break
+                return name
+        return other_name
+
+    for (filename, _line, _func), (_cc, _nc, tottime, _ct, callers) in stats.items():
+        if filename == "~" and callers:
+            # A builtin (a numpy ufunc, a dict method): its time goes to whoever called it.
+            for (caller_file, _l, _f), (_c, _n, tt, _t) in callers.items():
+                own[part_of(caller_file)] += tt
         else:
-            other += tottime
-    parts = list(own.items()) + [("everything else (builtins, imports, reports)", other)]
-    return total, parts
+            own[part_of(filename)] += tottime
+    return total, list(own.items())
 
 
 def run_whole(path: Path, epochs: int | None) -> tuple[float, float, float]:
