@@ -42,6 +42,12 @@ departure the level is the departing flow's own level; for a link gaining flows 
 capacity it is computed exactly from the link's piecewise-linear fill curve
 (:meth:`Network._safe_level`).
 
+With few running flows (up to ``_CLOSURE_FLOWS``) the re-solve is narrowed further to the
+*closure* of the change over saturated links (:meth:`Network._closure`): a flow whose bottleneck
+carries no flow of the closure keeps its rate. The closure's solve is checked afterwards (a link
+the new rates fill, shared with a flow outside, grows the closure), so the rates stay exact;
+they may differ from a solve of every flow above the level cut by round-off only.
+
 Three ways to run a re-solve, chosen by the number of running flows, all doing the same
 arithmetic in the same order (so the choice never changes a result, bit for bit):
 
@@ -644,6 +650,7 @@ class Network:
             comp = self._closure(thr, running)
         else:
             self._loads_valid = False
+        rates: Any
         while comp is not None:
             members, seen = comp
             solve = sorted(members)
@@ -667,8 +674,7 @@ class Network:
         level = self._level
         # Free slots have level NaN, which is neither below nor at/above the threshold.
         solve_a = (level >= thr).nonzero()[0]
-        rates, _ = self._fill_arrays(solve_a, (level < thr).nonzero()[0], None, None, thr)
-        return solve_a, rates
+        return solve_a, self._fill_arrays(solve_a, (level < thr).nonzero()[0], None, None, thr)[0]
 
     def _recount_loads(self) -> None:
         """Every link's load from the current rates (on entering the closure regime)."""

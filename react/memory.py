@@ -9,8 +9,9 @@ this before starting turns a machine that would swap for an hour into one clear 
 
 The cost per record was measured with ``tracemalloc`` (peak of a run minus the peak of the same
 run with fewer epochs, divided by the extra flow-epochs): 270-390 bytes on CPython 3.11 (the
-test suite checks the bound); :data:`BYTES_PER_FLOW_EPOCH` rounds it up. Background traffic is not counted (long-lived flows
-leave one record each; a periodic source's count depends on how long the jobs take).
+test suite checks the bound); :data:`BYTES_PER_FLOW_EPOCH` rounds it up. Background traffic is
+not counted (long-lived flows leave one record each; a periodic source's count depends on how
+long the jobs take).
 """
 
 from __future__ import annotations

@@ -294,12 +294,12 @@ def test_weighted_max_min_exact_when_weights_differ_by_many_orders():
     }
     for name, solve in solvers.items():
         got = solve(paths, weights, caps)
-        assert max(_ulps(x, e) for x, e in zip(got, exact)) <= 2, (name, got)
+        assert max(_ulps(x, e) for x, e in zip(got, exact, strict=True)) <= 2, (name, got)
     # Random systems with weights from 1e-12 to 1e9: every solver within 8 ulps of exact.
     worst = dict.fromkeys(solvers, 0.0)
     for paths, weights, caps in _wide_instances():
         exact = _exact_max_min(paths, weights, caps)
         for name, solve in solvers.items():
             got = solve(paths, weights, caps)
-            worst[name] = max(worst[name], *(_ulps(x, e) for x, e in zip(got, exact)))
+            worst[name] = max(worst[name], *(_ulps(x, e) for x, e in zip(got, exact, strict=True)))
     assert all(v <= 8 for v in worst.values()), worst
