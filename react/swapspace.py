@@ -378,26 +378,186 @@ class SwapSpace:
             partners = self._drop_noops(g, first, last, c, partners)
             if len(partners):
                 entries.append(_Entry("chunk_local", g, first, last, partners))
-            if len(table.phases) < 2:
-                continue
-            for t1, t2 in table.phases:
-                ok = self._degree_ok(table, c, t1, t2)
-                if not ok.any():
-                    continue
-                replay = self._replay(g)
-                proven, rejected = replay.verdicts(c, t1, t2, fixed)
-                partners = np.flatnonzero(ok & proven)
-                rest = [int(y) for y in np.flatnonzero(ok & ~proven & ~rejected)]
-                extra = [y for y in rest if replay.viable(c, y, t1, t2)]
-                if extra:
-                    partners = np.union1d(partners, np.asarray(extra, dtype=np.int64))
-                partners = self._drop_noops(g, t1, t2, c, partners)
-                if len(partners):
-                    entries.append(_Entry("position", g, t1, t2, partners))
+            entries.extend(self._position_entries(g, table, c, fixed))
         globals_ = self._drop_noops(-1, 0, 0, c, self._globals(c))
+        globals_ = self._drop_local_globals(c, globals_)
         if len(globals_):
             entries.append(_Entry("global", -1, 0, 0, globals_))
         return tuple(sorted(entries, key=_entry_order))
+
+    def _position_entries(
+        self, g: int, table: _GraphTable, c: int, fixed: np.ndarray
+    ) -> list[_Entry]:
+        """The viable position swaps of ``c`` in chunk graph ``g``, one entry per window.
+
+        Candidates come from :meth:`_windows` (canonical windows passing the degree rule);
+        viability is decided per window for all partners at once where it is provable
+        (:meth:`_GraphReplay.verdicts`) and by an incremental replay otherwise. A window that
+        starts at the pair's first rewritten step is checked as if it started at the graph's
+        first step, one that ends at its last as if it ended at the graph's last: the same
+        rewrite, and the form the proofs cover.
+        """
+        windows = self._windows(g, table, c)
+        if windows is None:
+            return []
+        ys, firsts, lasts, v_firsts, v_lasts = windows
+        replay = self._replay(g)
+        found: dict[tuple[int, int], list[int]] = {}
+        order = np.lexsort((ys, v_lasts, v_firsts))
+        ys, firsts, lasts = ys[order], firsts[order], lasts[order]
+        v_firsts, v_lasts = v_firsts[order], v_lasts[order]
+        cut = np.flatnonzero((np.diff(v_firsts) != 0) | (np.diff(v_lasts) != 0)) + 1
+        for lo, hi in zip(np.r_[0, cut], np.r_[cut, len(ys)], strict=True):
+            t1, t2 = int(v_firsts[lo]), int(v_lasts[lo])
+            group = ys[lo:hi]
+            # Linear algebra first (exact both ways where it applies, no replay), then the
+            # start/end proofs, then the unheld-send check, then a replay.
+            proven, rejected = replay.linear_verdicts(c, group, t1, t2)
+            open_ = ~proven & ~rejected
+            if open_.any():
+                more, less = replay.verdicts(c, t1, t2, fixed)
+                proven |= open_ & more[group]
+                rejected |= open_ & less[group]
+                open_ = ~proven & ~rejected
+            if open_.any() and replay.may_be_empty:
+                rejected[open_] |= replay.unheld_at_start(c, group[open_], firsts[lo:hi][open_])
+                open_ = ~proven & ~rejected
+            for k in np.flatnonzero(proven | open_):
+                y = int(group[k])
+                if proven[k] or replay.viable(c, y, t1, t2):
+                    found.setdefault((int(firsts[lo + k]), int(lasts[lo + k])), []).append(y)
+        return [
+            _Entry("position", g, a, b, np.asarray(sorted(partners), dtype=np.int64))
+            for (a, b), partners in found.items()
+        ]
+
+    def _windows(
+        self, g: int, table: _GraphTable, c: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """Every canonical window of ``c`` in chunk graph ``g`` that passes the degree rule:
+        ``(partner, first, last, verdict first, verdict last)`` arrays, or None.
+
+        For a partner ``y`` the *rewritten steps* of ``g`` are those where relabelling ``c`` and
+        ``y`` changes a flow (one of them takes part, and they are not interchangeable there, as
+        two sibling leaves are). A window's rewrite depends only on which rewritten steps it
+        holds, so the canonical windows are ``[E_i, E_j]`` over the rewritten steps ``E``:
+        distinct rewrites, none a no-op, and ``[E_0, E_last]``, which equals the chunk-local
+        swap, left out. The degree rule (§5.3.2) is a condition per step (outside the window no
+        degree changes), so a window passes iff every rewritten step in it does: the windows
+        are the runs of passing rewritten steps and their sub-windows. Per step, the check is
+        the one of :meth:`_degree_ok`, vectorised over all partners.
+        """
+        steps = table.steps
+        if len(steps) < 2:
+            return None
+        n = self.pattern.n
+        tin, tout, deg = self._tin, self._tout, self._deg
+        ct, cin, cout = table.rank_profile(c)
+        parts_y: list[np.ndarray] = []
+        parts_t: list[np.ndarray] = []
+        parts_bad: list[np.ndarray] = []
+        # Steps where c takes part: every partner, both sides of the rule.
+        for k in range(len(ct)):
+            step = int(ct[k])
+            col_r, col_in, col_out = table.step_column(step)
+            gy_in = np.zeros(n, dtype=np.int64)
+            gy_out = np.zeros(n, dtype=np.int64)
+            gy_in[col_r] = col_in
+            gy_out[col_r] = col_out
+            cap = np.maximum(deg[c, step], deg[:, step])
+            bad = (
+                np.maximum(tin[c, step] - cin[k] + gy_in, tout[c, step] - cout[k] + gy_out) > cap
+            ) | (
+                np.maximum(tin[:, step] - gy_in + cin[k], tout[:, step] - gy_out + cout[k]) > cap
+            )
+            rewritten = ~self._noops_at(g, step, c)
+            rewritten[c] = False
+            ys = np.flatnonzero(rewritten)
+            parts_y.append(ys)
+            parts_t.append(np.full(len(ys), step, dtype=np.int64))
+            parts_bad.append(bad[ys])
+        # Steps where only the partner takes part: c takes its flows (x-side only; y's own
+        # degree can only fall).
+        r, t, gin, gout = table.by_step
+        only_y = (r != c) & ~np.isin(t, ct)
+        ys, ts = r[only_y], t[only_y]
+        parts_y.append(ys)
+        parts_t.append(ts)
+        parts_bad.append(
+            np.maximum(tin[c, ts] + gin[only_y], tout[c, ts] + gout[only_y])
+            > np.maximum(deg[c, ts], deg[ys, ts])
+        )
+        ys = np.concatenate(parts_y)
+        if not len(ys):
+            return None
+        ts = np.concatenate(parts_t)
+        bad = np.concatenate(parts_bad)
+        order = np.lexsort((ts, ys))
+        ys, ts, bad = ys[order], ts[order], bad[order]
+        m = len(ys)
+        new_y = np.r_[True, ys[1:] != ys[:-1]]
+        group_start = np.maximum.accumulate(np.where(new_y, np.arange(m), 0))
+        end_y = np.r_[ys[1:] != ys[:-1], True]
+        group_end = np.minimum.accumulate(np.where(end_y, np.arange(m), m)[::-1])[::-1]
+        # A run of passing steps breaks at a new partner or a failing step.
+        run = np.cumsum(new_y | bad | np.r_[False, bad[:-1]])
+        good = np.flatnonzero(~bad)
+        out_i: list[np.ndarray] = []
+        out_j: list[np.ndarray] = []
+        width = 0
+        while True:
+            j = good + width
+            valid = j < m
+            i, j = good[valid], j[valid]
+            same = run[i] == run[j]
+            if not same.any():
+                break
+            out_i.append(i[same])
+            out_j.append(j[same])
+            width += 1
+        if not out_i:
+            return None
+        i = np.concatenate(out_i)
+        j = np.concatenate(out_j)
+        starts, ends = i == group_start[i], j == group_end[j]
+        keep = ~(starts & ends)
+        i, j, starts, ends = i[keep], j[keep], starts[keep], ends[keep]
+        if not len(i):
+            return None
+        v_first = np.where(starts, int(steps[0]), ts[i])
+        v_last = np.where(ends, int(steps[-1]), ts[j])
+        return ys[i], ts[i], ts[j], v_first, v_last
+
+    def _noops_at(self, g: int, step: int, c: int) -> np.ndarray:
+        """For every partner ``y``: whether relabelling ``c`` and ``y`` in chunk graph ``g``'s
+        flows of ``step`` leaves them as they are (a hash finds the few candidates, each is
+        confirmed on the flows, as in :meth:`_drop_noops`)."""
+        hashes = self._noop_hash(g, step, step)
+        out = np.zeros(self.pattern.n, dtype=bool)
+        for y in np.flatnonzero(hashes == hashes[c]):
+            if y != c and self._is_noop(g, step, step, c, int(y)):
+                out[y] = True
+        return out
+
+    def _drop_local_globals(self, c: int, partners: np.ndarray) -> np.ndarray:
+        """``partners`` without those whose global swap equals a chunk-local swap, listed once,
+        as the finer kind: the global swap changes the flows of one chunk graph only (in the
+        others the two ranks are interchangeable, e.g. sibling leaves). Not for owned chunks:
+        there the global swap also renames the owners' chunks, which a finer swap never does
+        (if the renaming happens to change no flow, the rewrite is listed twice)."""
+        if not len(partners) or self.pattern.kind in ("allgather", "reduce_scatter"):
+            return partners
+        touched = np.zeros(self.pattern.n, dtype=np.int64)
+        for g, table in enumerate(self._tables):
+            first, last = table.span
+            hashes = self._noop_hash(g, first, last)
+            changed = hashes != hashes[c]
+            for y in np.flatnonzero(~changed):
+                if y != c and not self._is_noop(g, first, last, c, int(y)):
+                    changed[y] = True
+            touched += changed
+        same = partners[touched[partners] == 1]
+        return np.setdiff1d(partners, same) if len(same) else partners
 
     def _drop_noops(
         self, g: int, first: int, last: int, c: int, partners: np.ndarray
@@ -624,6 +784,45 @@ def _load_of(direction: str, tin: int, tout: int) -> int:
     return max(tin, tout)
 
 
+def _signed(plus: int, minus: int) -> tuple[int, int]:
+    """The -1/0/1 vector ``plus - minus`` of two rank bitsets, as (+1 bits, -1 bits)."""
+    return plus & ~minus, minus & ~plus
+
+
+def _rank_two_is_zero(
+    p: tuple[int, int], q: tuple[int, int], r: tuple[int, int], i: tuple[int, int], kappa: int
+) -> bool:
+    """Whether ``p (x) q + r (x) (i + kappa q) = 0`` for -1/0/1 vectors given as bitset pairs
+    (:meth:`_GraphReplay.linear_verdicts`).
+
+    If ``p (x) q = 0`` the rest must vanish: ``r = 0`` or ``i = -kappa q``. Otherwise both
+    terms are rank one and equal up to sign: ``r = lam p`` (``lam = +-1``, the entries being
+    +-1) and ``i + kappa q = -q / lam``, i.e. ``i = mu q`` with ``mu = -(kappa + lam)``.
+    """
+
+    def zero(v: tuple[int, int]) -> bool:
+        return not (v[0] or v[1])
+
+    def is_multiple(v: tuple[int, int], w: tuple[int, int], mu: int) -> bool:  # v == mu w
+        if mu == 0:
+            return zero(v)
+        if mu == 1:
+            return v == w
+        if mu == -1:
+            return v == (w[1], w[0])
+        return zero(v) and zero(w)
+
+    if zero(p) or zero(q):
+        return zero(r) or is_multiple(i, q, -kappa)
+    if r == p:
+        lam = 1
+    elif r == (p[1], p[0]):
+        lam = -1
+    else:
+        return False
+    return is_multiple(i, q, -(kappa + lam))
+
+
 def _other(r: int, x: int, y: int) -> int:
     return y if r == x else x if r == y else r
 
@@ -640,8 +839,8 @@ def _mix(*parts: np.ndarray) -> np.ndarray:
     return z
 
 
-def _entry_order(entry: _Entry) -> tuple[int, int, int]:
-    return (PRIORITY[entry.kind], entry.graph, entry.first)
+def _entry_order(entry: _Entry) -> tuple[int, int, int, int]:
+    return (PRIORITY[entry.kind], entry.graph, entry.first, entry.last)
 
 
 def _materialise(ranks: tuple[int, ...], c: int, entries: tuple[_Entry, ...]) -> Iterator[Swap]:
@@ -869,6 +1068,9 @@ class _GraphReplay:
                     for c in chunks:
                         self.writes.setdefault((d, c), []).append(t)
         self._verdict_cache: dict[tuple[int, int, int, int], bool] = {}
+        self._derived: dict[object, object] = {}
+        #: Buffers may be empty (nothing received yet): AllGather, Broadcast.
+        self.may_be_empty = self.kind in ("allgather", "broadcast")
         # The original trajectory: per (rank, chunk), the steps at which it changed and values.
         self.hist_steps: dict[tuple[int, int], list[int]] = {}
         self.hist_vals: dict[tuple[int, int], list[int]] = {}
@@ -987,6 +1189,186 @@ class _GraphReplay:
         rejected = start & ~proven & np.any(~equal & (hashes != hashes[x]), axis=1)
         proven[x] = rejected[x] = False
         return proven, rejected
+
+    def unheld_at_start(self, x: int, ys: np.ndarray, firsts: np.ndarray) -> np.ndarray:
+        """For each partner ``ys[k]`` with window starting at ``firsts[k]``: whether the swapped
+        graph sends, at that first step, a chunk its new sender does not hold (exact: up to
+        then the state is the original's, and :mod:`react.verify` rejects such a send).
+
+        Only empty buffers trigger it (AllGather, Broadcast: ranks that have not received yet).
+        """
+        out = np.zeros(len(ys), dtype=bool)
+        for a in np.unique(firsts):
+            held = self.held(int(a) - 1)
+            sends = self.sends(int(a))
+            k = np.flatnonzero(firsts == a)
+            y = ys[k]
+            out[k] = np.any(sends[x] & ~held[y], axis=1) | np.any(sends[y] & ~held[x], axis=1)
+        return out
+
+    def linear_verdicts(
+        self, x: int, ys: np.ndarray, first: int, last: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """For each partner in ``ys``, swapping over ``[first, last]``: (proven viable, proven
+        not viable), without a replay, for kinds whose buffers are never empty (AllReduce,
+        ReduceScatter, Reduce); all False otherwise or where the structure is not 0/1.
+
+        Why it is exact. Buffers hold multisets of ranks' inputs; without a violation the state
+        evolves linearly (a copy replaces, a reduce adds), so a final buffer's content is
+        ``sum over sources s of N(s -> f) {s}`` with ``N`` the path counts of the flows. With
+        ``A`` the paths from the inputs to the buffers at ``first - 1`` (the values there),
+        ``M`` those through the window, ``B`` those from the buffers at ``last`` to the
+        constrained final buffers (their influence sets) and ``P`` the exchange of x and y,
+        the swapped pattern's counts are ``A P M P B`` against the original's ``A M B``; the
+        difference reduces, per chunk, to the rank-two matrix
+        ``ds (x) b + da (x) (i + k b)`` with ``ds = S_last(y) - S_last(x)``,
+        ``da = S_first-1(x) - S_first-1(y)``, ``b = B(x) - B(y)``, ``i = I(y) - I(x)`` (I: the
+        influence sets at ``first - 1``) and ``k = M_xx - M_xy - M_yx + M_yy``, all vectors of
+        -1/0/1 (in a valid pattern with no empty buffer every count is 0 or 1: two paths
+        would count an input twice). Non-zero: some final buffer is wrong, or the run violates
+        earlier: not viable. Zero: every final buffer is right, so every reduce whose result
+        reaches one adds no input twice; the only violation left would be a double count in a
+        result that reaches no final buffer. There is none when the original has no such
+        reduce and the swap keeps which buffers reach none (``B(x)``, ``B(y)`` both empty or
+        both not, the same for ``I``): then the swapped pattern verifies.
+        """
+        m = len(ys)
+        proven = np.zeros(m, dtype=bool)
+        rejected = np.zeros(m, dtype=bool)
+        if self.may_be_empty:
+            return proven, rejected
+        paths = self.paths(first, last)
+        reach = self.reach()
+        if paths is None or reach is None:
+            return proven, rejected
+        sets, no_dead_reduce = reach
+        before, after = sets[first - 1], sets[last]
+        v0, v1 = self.values_at(first - 1), self.values_at(last)
+        unsafe = np.zeros(m, dtype=bool)
+        for j in range(len(self.chunks)):
+            p, i0, i1, s0, s1 = paths[j], before[j], after[j], v0[j], v1[j]
+            px, ix, bx, ax, sx = p[x], i0[x], i1[x], s0[x], s1[x]
+            for k in range(m):
+                if rejected[k]:
+                    continue
+                y = int(ys[k])
+                py, iy, by, ay, sy = p[y], i0[y], i1[y], s0[y], s1[y]
+                kappa = ((px >> x) & 1) - ((py >> x) & 1) - ((px >> y) & 1) + ((py >> y) & 1)
+                if not _rank_two_is_zero(
+                    (sy & ~sx, sx & ~sy), (bx & ~by, by & ~bx), (ax & ~ay, ay & ~ax),
+                    (iy & ~ix, ix & ~iy), kappa,
+                ):
+                    rejected[k] = True
+                elif (bx == 0) != (by == 0) or (ix == 0) != (iy == 0):
+                    unsafe[k] = True
+        if no_dead_reduce:
+            proven = ~rejected & ~unsafe
+        return proven, rejected
+
+    def values_at(self, t: int) -> list[list[int]]:
+        """The original values at the end of step ``t``, per chunk (in ``chunks`` order), per
+        rank position."""
+        key = ("values", t)
+        cached = self._derived.get(key)
+        if cached is None:
+            cached = [[self.value(t, r, c) for r in range(self.n)] for c in self.chunks]
+            self._derived[key] = cached
+        return cached  # type: ignore[return-value]
+
+    def reach(self) -> tuple[dict[int, list[list[int]]], bool] | None:
+        """Per step boundary ``t`` (``steps[0] - 1`` included), per chunk, per rank position:
+        the influence set of the value at the end of ``t``, as the bitset of the ranks whose
+        constrained final buffer of that chunk it reaches; and whether every reduce's result
+        reaches one. None if a value reaches a final buffer by two paths (counts not 0/1)."""
+        if "reach" in self._derived:
+            return self._derived["reach"]  # type: ignore[return-value]
+        col = {c: j for j, c in enumerate(self.chunks)}
+        infl = [
+            [1 << r if (r, c) in self.final else 0 for r in range(self.n)] for c in self.chunks
+        ]
+        sets: dict[int, list[list[int]]] = {}
+        no_dead_reduce = True
+        for s in reversed(self.steps):
+            sets[s] = infl
+            new = [list(row) for row in infl]
+            for d, flows in self.into[s].items():
+                for _, chunks, is_copy in flows:
+                    for c in chunks:
+                        if is_copy:
+                            new[col[c]][d] = 0
+                        elif not infl[col[c]][d]:
+                            no_dead_reduce = False
+            for d, flows in self.into[s].items():
+                for src, chunks, _ in flows:
+                    for c in chunks:
+                        j = col[c]
+                        add = infl[j][d]
+                        if new[j][src] & add:
+                            self._derived["reach"] = None
+                            return None
+                        new[j][src] |= add
+            infl = new
+        sets[self.steps[0] - 1] = infl
+        out = (sets, no_dead_reduce)
+        self._derived["reach"] = out
+        return out
+
+    def held(self, t: int) -> np.ndarray:
+        """Whether each (rank position, chunk) holds a value at the end of step ``t``."""
+        key = ("held", t)
+        cached = self._derived.get(key)
+        if cached is None:
+            cached = np.asarray(
+                [[self.value(t, r, c) != 0 for c in self.chunks] for r in range(self.n)],
+                dtype=bool,
+            )
+            self._derived[key] = cached
+        return cached
+
+    def sends(self, t: int) -> np.ndarray:
+        """Whether each (rank position, chunk) is sent at step ``t``."""
+        key = ("sends", t)
+        cached = self._derived.get(key)
+        if cached is None:
+            cached = np.zeros((self.n, len(self.chunks)), dtype=bool)
+            col = {c: j for j, c in enumerate(self.chunks)}
+            for s, flows in self.out.get(t, {}).items():
+                for _, chunks, _ in flows:
+                    for c in chunks:
+                        cached[s, col[c]] = True
+            self._derived[key] = cached
+        return cached
+
+    def paths(self, first: int, last: int) -> list[list[int]] | None:
+        """Per chunk, per rank position ``r``: the bitset of positions with a path from their
+        buffer at ``first - 1`` to ``r``'s at ``last`` (a replay of the window from one-hot
+        buffers); None if some buffer is reached twice from one source (then ``M`` is not 0/1
+        and :meth:`hash_mismatch` does not decide)."""
+        key = ("paths", first, last)
+        if key in self._derived:
+            return self._derived[key]
+        out: list[list[int]] = []
+        for c in self.chunks:
+            state = [1 << r for r in range(self.n)]
+            for t in self.steps[bisect_left(self.steps, first):bisect_right(self.steps, last)]:
+                new: dict[int, int] = {}
+                for d, flows in self.into[t].items():
+                    sources = [(s, is_copy) for s, chunks, is_copy in flows if c in chunks]
+                    if not sources:
+                        continue
+                    if any(is_copy for _, is_copy in sources):  # the only write (valid pattern)
+                        new[d] = state[sources[0][0]]
+                        continue
+                    acc = state[d]
+                    for s, _ in sources:
+                        if acc & state[s]:
+                            return self._derived.setdefault(key, None)  # type: ignore[return-value]
+                        acc |= state[s]
+                    new[d] = acc
+                state = [new.get(r, v) for r, v in enumerate(state)]
+            out.append(state)
+        self._derived[key] = out
+        return out
 
     def value(self, t: int, r: int, c: int) -> int:
         """The original value of (rank position r, chunk c) at the end of step t."""
