@@ -10,14 +10,18 @@ which the tests reproduce.
 Candidates
     For a rank ``c`` and every other rank ``y``: the :class:`~react.transforms.GlobalSwap`
     ``c<->y``; for every chunk graph ``g`` that ``c`` or ``y`` takes part in, the
-    :class:`~react.transforms.ChunkLocalSwap` ``(g, c, y)``; and for every *phase* of ``g`` the
-    :class:`~react.transforms.PositionSwap` ``(g, c, y, phase)``. A phase is a maximal run of
-    ``g``'s steps whose flows have the same operation (the reduce and the broadcast half of a
-    tree, the reduce-scatter and the all-gather half of a ring); a graph with one phase has no
-    position windows other than its whole span, which is the chunk-local swap. The paper's
-    brute force tries every pair of TEN vertices (A.3); phase windows keep the candidates the
-    paper uses in its examples ("similar optimizations on the reverse broadcast path", §4.3)
-    at ``O(phases)`` windows per graph instead of ``O(steps^2)``.
+    :class:`~react.transforms.ChunkLocalSwap` ``(g, c, y)``; and a
+    :class:`~react.transforms.PositionSwap` ``(g, c, y, a, b)`` for every step window of ``g``,
+    as the paper's brute force tries every pair of TEN vertices (appendix A.3). Windows are
+    taken in canonical form: the *rewritten steps* of ``(g, c, y)`` are those where relabelling
+    the two changes a flow, and the windows are ``[E_i, E_j]`` over them, so that no window is a
+    no-op, no two give the same rewrite, and the one spanning all rewritten steps is left to the
+    chunk-local swap it equals. A global swap that rewrites one chunk graph only (the two ranks
+    are interchangeable in the others) equals that graph's chunk-local swap and is left out too
+    (not for owned chunks, whose renaming a finer swap cannot do). Windows are ``O(steps^2)``
+    per pair, but the degree rule (below) is a condition per step, decided for all partners at
+    once per step, and cuts the windows to runs of passing steps first: the ring's windows are
+    all cut there (every step of every rank fails), so its ``O(n^2)`` windows cost nothing.
 
 Viable
     The swapped pattern verifies (:func:`react.verify.verify`). Checked as cheaply as is exact:
@@ -31,12 +35,16 @@ Viable
       without a replay when the meaning of that graph's chunks does not name ``c`` or ``y``
       (always for AllReduce; for a rooted kind unless one is the root; for owned chunks unless
       one owns a chunk of the graph). Otherwise it is replayed like a position swap;
-    - a position swap is replayed incrementally: only its chunk graph, from the window's first
-      step, starting from the original's state cached there, and only the ranks whose buffers
-      differ from the original's (a rank's state is recomputed only when it or a rank it hears
-      from differs). Once the window is over and no buffer differs, the rest of the replay is
-      the original's and the swap is viable. The tests cross-check this against
-      :func:`react.verify.first_violation` on every candidate of small patterns.
+    - a position swap is decided without a replay where that is exact: by the start/end
+      conditions of :meth:`_GraphReplay.verdicts` (equal or dead buffers at the window's
+      bounds), by linear algebra on the buffers' contents for kinds whose buffers are never
+      empty (:meth:`_GraphReplay.linear_verdicts`: proves and refutes, no replay for the double
+      binary tree at all), or, for kinds with empty buffers, by an unheld send at the window's
+      first step. The rest is replayed incrementally: only its chunk graph, from the window's
+      first step, starting from the original's state cached there, and only the ranks whose
+      buffers differ from the original's. The tests cross-check every verdict against
+      :func:`react.verify.first_violation` on every pair and window of small patterns, and the
+      whole space against a brute force that shares nothing with this module.
 
 Degree rule (§5.3.2)
     With ``deg(t, r) = max(in-degree, out-degree)`` of rank ``r`` at step ``t`` over the whole
@@ -56,9 +64,11 @@ Preferred (green vs yellow, §5.3.2)
 Cost
     The paper's brute force is ``O((N log N)^3)``. Here a rank's space is computed on first
     request and cached (``SwapSpace`` itself only builds degree tables, ``O(flows)``, with numpy):
-    the degree rule for all partners ``y`` of ``c`` in one window is a handful of vectorised
-    operations over that chunk graph's (rank, step) entries, and only the survivors are
-    replayed, incrementally. See docs/swapspace.md for the measured figures.
+    the degree rule for all partners ``y`` of ``c`` at one step is a handful of vectorised
+    operations over that chunk graph's (rank, step) entries; the windows that survive it are
+    decided per window for all partners where provable, by a few bitset operations per
+    candidate otherwise, and only the rest is replayed. See docs/swapspace.md for the measured
+    figures and docs/deviations.md for what the all-window space costs at 1,024 ranks.
 """
 
 from __future__ import annotations
@@ -89,7 +99,6 @@ class _GraphTable:
     ``by_step`` / ``by_rank`` hold the same entries ``(rank, step, in, out)`` sorted by step and
     by rank, with ``step_start`` / ``rank_start`` giving where each step's / rank's run begins
     (index ``k`` of ``steps`` / rank position ``k``), so a profile is a slice, not a search.
-    ``phases`` are the windows ``(first_step, last_step)`` of equal operation, in step order.
     """
 
     by_step: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -98,7 +107,6 @@ class _GraphTable:
     by_rank: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     rank_start: np.ndarray
     span: tuple[int, int]
-    phases: tuple[tuple[int, int], ...]
 
     def rank_profile(self, pos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         lo, hi = self.rank_start[pos], self.rank_start[pos + 1]
@@ -174,6 +182,7 @@ class SwapSpace:
         self._arrays = arrays
         self._noop_hashes: dict[tuple[int, int, int], np.ndarray] = {}
         self._touching: dict[int, dict[int, list[int]]] = {}
+        self._by_graph: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     # -- the queries ---------------------------------------------------------------------------
     def swaps_for(
@@ -470,7 +479,12 @@ class SwapSpace:
             ) | (
                 np.maximum(tin[:, step] - gy_in + cin[k], tout[:, step] - gy_out + cout[k]) > cap
             )
-            rewritten = ~self._noops_at(g, step, c)
+            # A failing step changes a degree, so it is rewritten; only passing steps can be
+            # no-ops (two interchangeable ranks), and only those need the check.
+            bad[c] = True  # c is no partner of its own
+            rewritten = np.ones(n, dtype=bool)
+            if not bad.all():
+                rewritten &= bad | ~self._noops_at(g, step, c)
             rewritten[c] = False
             ys = np.flatnonzero(rewritten)
             parts_y.append(ys)
@@ -487,11 +501,11 @@ class SwapSpace:
             np.maximum(tin[c, ts] + gin[only_y], tout[c, ts] + gout[only_y])
             > np.maximum(deg[c, ts], deg[ys, ts])
         )
-        ys = np.concatenate(parts_y)
-        if not len(ys):
-            return None
-        ts = np.concatenate(parts_t)
         bad = np.concatenate(parts_bad)
+        if bad.all():  # no passing step, no window (every window of the ring ends here)
+            return None
+        ys = np.concatenate(parts_y)
+        ts = np.concatenate(parts_t)
         order = np.lexsort((ts, ys))
         ys, ts, bad = ys[order], ts[order], bad[order]
         m = len(ys)
@@ -532,7 +546,7 @@ class SwapSpace:
         """For every partner ``y``: whether relabelling ``c`` and ``y`` in chunk graph ``g``'s
         flows of ``step`` leaves them as they are (a hash finds the few candidates, each is
         confirmed on the flows, as in :meth:`_drop_noops`)."""
-        hashes = self._noop_hash(g, step, step)
+        hashes = self._noop_hash(g, step, step, keep=False)
         out = np.zeros(self.pattern.n, dtype=bool)
         for y in np.flatnonzero(hashes == hashes[c]):
             if y != c and self._is_noop(g, step, step, c, int(y)):
@@ -578,32 +592,46 @@ class SwapSpace:
         noops = [y for y in maybe if self._is_noop(g, first, last, c, int(y))]
         return np.setdiff1d(partners, np.asarray(noops, dtype=np.int64)) if noops else partners
 
-    def _noop_hash(self, g: int, first: int, last: int) -> np.ndarray:
+    def _noop_hash(self, g: int, first: int, last: int, *, keep: bool = True) -> np.ndarray:
         key = (g, first, last)
         cached = self._noop_hashes.get(key)
         if cached is None:
             a = self._arrays
-            mask = np.ones(len(a["step"]), dtype=bool)
-            if g >= 0:
-                mask &= a["graph"] == g
-                mask &= (a["step"] >= first) & (a["step"] <= last)
-            step = a["step"][mask].astype(np.uint64)
-            src, dst = a["src"][mask].astype(np.uint64), a["dst"][mask].astype(np.uint64)
-            tag = (a["chunk"][mask].astype(np.uint64) * np.uint64(4)
-                   + a["is_copy"][mask].astype(np.uint64) * np.uint64(2))
+            idx = self._flows_in(g, first, last)
+            step = a["step"][idx].astype(np.uint64)
+            src, dst = a["src"][idx].astype(np.uint64), a["dst"][idx].astype(np.uint64)
+            tag = (a["chunk"][idx].astype(np.uint64) * np.uint64(4)
+                   + a["is_copy"][idx].astype(np.uint64) * np.uint64(2))
             cached = np.zeros(self.pattern.n, dtype=np.uint64)
             with np.errstate(over="ignore"):
-                np.add.at(cached, a["src"][mask], _mix(step, dst, tag))
-                np.add.at(cached, a["dst"][mask], _mix(step, src, tag + np.uint64(1)))
-            self._noop_hashes[key] = cached
+                np.add.at(cached, a["src"][idx], _mix(step, dst, tag))
+                np.add.at(cached, a["dst"][idx], _mix(step, src, tag + np.uint64(1)))
+            if keep:
+                self._noop_hashes[key] = cached
         return cached
+
+    def _flows_in(self, g: int, first: int, last: int) -> np.ndarray:
+        """Indices of the flows of chunk graph ``g`` (every flow if ``g == -1``) with
+        ``first <= step <= last``: a slice of the flows sorted by (graph, step)."""
+        a = self._arrays
+        if g < 0:
+            return np.arange(len(a["step"]))
+        if self._by_graph is None:
+            order = np.lexsort((a["step"], a["graph"]))
+            bounds = np.searchsorted(a["graph"][order], np.arange(len(self._tables) + 1))
+            self._by_graph = (order, bounds, a["step"][order])
+        order, bounds, steps = self._by_graph
+        lo, hi = bounds[g], bounds[g + 1]
+        a_ = lo + int(np.searchsorted(steps[lo:hi], first, side="left"))
+        b_ = lo + int(np.searchsorted(steps[lo:hi], last, side="right"))
+        return order[a_:b_]
 
     def _is_noop(self, g: int, first: int, last: int, x: int, y: int) -> bool:
         touching = self._touching.get(g)
         if touching is None:
             touching = {}
             a = self._arrays
-            indices = np.flatnonzero(a["graph"] == g) if g >= 0 else range(len(a["step"]))
+            indices = self._flows_in(g, *self._tables[g].span) if g >= 0 else range(len(a["step"]))
             for i in indices:
                 touching.setdefault(int(a["src"][i]), []).append(int(i))
                 touching.setdefault(int(a["dst"][i]), []).append(int(i))
@@ -956,16 +984,6 @@ def _degree_tables(
     e_step = uniq % width
     graph_bounds = np.searchsorted(e_graph, np.arange(len(pattern.chunk_graphs()) + 1))
 
-    # Phases: per (graph, step) the set of operations (1 reduce, 2 copy).
-    op_bits = np.where(is_copy, 2, 1)
-    gs_key = graph * width + step
-    order = np.argsort(gs_key, kind="stable")
-    gs_sorted = gs_key[order]
-    gs_uniq, gs_first = np.unique(gs_sorted, return_index=True)
-    gs_bits = np.bitwise_or.reduceat(op_bits[order], gs_first) if len(order) else op_bits
-    gs_graph = gs_uniq // width
-    gs_step = gs_uniq % width
-
     tables = []
     for g in range(len(pattern.chunk_graphs())):
         lo, hi = graph_bounds[g], graph_bounds[g + 1]
@@ -976,12 +994,10 @@ def _degree_tables(
         by_step = (r[o], t[o], gi[o], go[o])
         uniq_steps, step_first = np.unique(by_step[1], return_index=True)
         step_start = np.append(step_first, len(o))
-        mine = gs_graph == g
-        phases = _phases(gs_step[mine], gs_bits[mine])
         tables.append(
             _GraphTable(
                 by_step, uniq_steps, step_start, by_rank, rank_start,
-                (int(uniq_steps[0]), int(uniq_steps[-1])), phases,
+                (int(uniq_steps[0]), int(uniq_steps[-1])),
             )
         )
     arrays = {
@@ -989,16 +1005,6 @@ def _degree_tables(
         "chunk": first_chunk,
     }
     return tuple(tables), tin, tout, arrays
-
-
-def _phases(steps: np.ndarray, bits: np.ndarray) -> tuple[tuple[int, int], ...]:
-    """Maximal runs of steps with the same set of operations (steps sorted)."""
-    if len(steps) == 0:
-        return ()
-    cut = np.flatnonzero(bits[1:] != bits[:-1]) + 1
-    starts = np.concatenate([[0], cut])
-    ends = np.concatenate([cut - 1, [len(steps) - 1]])
-    return tuple((int(steps[a]), int(steps[b])) for a, b in zip(starts, ends, strict=True))
 
 
 # -- incremental replay of one chunk graph -------------------------------------------------------
@@ -1124,13 +1130,34 @@ class _GraphReplay:
                 o = self.overwritten_by(t, r, c)
                 if o is not None:
                     over[r, j] = o
-        # Influence, backwards from the end: a copy into d kills d's earlier value; a flow
-        # s -> d passes d's later influence to s's earlier value.
+        # Between two steps of this graph nothing changes: the boundary of the last step <= t.
+        k = bisect_right(self.steps, t)
+        hashes = self._influence_hashes()[self.steps[k - 1] if k else self.steps[0] - 1]
+        cached = (vid, over, hashes)
+        self._boundaries[t] = cached
+        return cached
+
+    def _influence_hashes(self) -> dict[int, np.ndarray]:
+        """Per step boundary ``t`` (``steps[0] - 1`` included), the influence hash of each
+        (rank position, chunk) value at the end of ``t`` (:meth:`boundary`), all from one
+        backward pass: a copy into d kills d's earlier value; a flow s -> d passes d's later
+        influence to s's earlier value."""
+        cached = self._derived.get("influence")
+        if cached is not None:
+            return cached  # type: ignore[return-value]
         mask = (1 << 64) - 1
+        col = {c: j for j, c in enumerate(self.chunks)}
         infl = {key: self._weight(key) for key in self.final}
+        out: dict[int, np.ndarray] = {}
+
+        def snapshot() -> np.ndarray:
+            arr = np.zeros((self.n, len(self.chunks)), dtype=np.uint64)
+            for (r, c), w in infl.items():
+                arr[r, col[c]] = np.uint64(w)
+            return arr
+
         for s in reversed(self.steps):
-            if s <= t:
-                break
+            out[s] = snapshot()
             adds: list[tuple[tuple[int, int], int]] = []
             kills: list[tuple[int, int]] = []
             for d, flows in self.into[s].items():
@@ -1144,13 +1171,9 @@ class _GraphReplay:
             for key, w in adds:
                 if w:
                     infl[key] = (infl.get(key, 0) + w) & mask
-        hashes = np.zeros((n, len(chunks)), dtype=np.uint64)
-        col = {c: j for j, c in enumerate(chunks)}
-        for (r, c), w in infl.items():
-            hashes[r, col[c]] = np.uint64(w)
-        cached = (vid, over, hashes)
-        self._boundaries[t] = cached
-        return cached
+        out[self.steps[0] - 1] = snapshot()
+        self._derived["influence"] = out
+        return out
 
     @staticmethod
     def _weight(key: tuple[int, int]) -> int:
@@ -1244,25 +1267,27 @@ class _GraphReplay:
         sets, no_dead_reduce = reach
         before, after = sets[first - 1], sets[last]
         v0, v1 = self.values_at(first - 1), self.values_at(last)
-        unsafe = np.zeros(m, dtype=bool)
+        partners = [int(y) for y in ys]
+        bad = [False] * m
+        unsafe = [False] * m
+        zero = _rank_two_is_zero
         for j in range(len(self.chunks)):
             p, i0, i1, s0, s1 = paths[j], before[j], after[j], v0[j], v1[j]
             px, ix, bx, ax, sx = p[x], i0[x], i1[x], s0[x], s1[x]
-            for k in range(m):
-                if rejected[k]:
+            pxx = (px >> x) & 1
+            for k, y in enumerate(partners):
+                if bad[k]:
                     continue
-                y = int(ys[k])
                 py, iy, by, ay, sy = p[y], i0[y], i1[y], s0[y], s1[y]
-                kappa = ((px >> x) & 1) - ((py >> x) & 1) - ((px >> y) & 1) + ((py >> y) & 1)
-                if not _rank_two_is_zero(
-                    (sy & ~sx, sx & ~sy), (bx & ~by, by & ~bx), (ax & ~ay, ay & ~ax),
-                    (iy & ~ix, ix & ~iy), kappa,
-                ):
-                    rejected[k] = True
+                kappa = pxx - ((py >> x) & 1) - ((px >> y) & 1) + ((py >> y) & 1)
+                if not zero((sy & ~sx, sx & ~sy), (bx & ~by, by & ~bx), (ax & ~ay, ay & ~ax),
+                            (iy & ~ix, ix & ~iy), kappa):
+                    bad[k] = True
                 elif (bx == 0) != (by == 0) or (ix == 0) != (iy == 0):
                     unsafe[k] = True
+        rejected = np.asarray(bad, dtype=bool)
         if no_dead_reduce:
-            proven = ~rejected & ~unsafe
+            proven = ~rejected & ~np.asarray(unsafe, dtype=bool)
         return proven, rejected
 
     def values_at(self, t: int) -> list[list[int]]:
@@ -1343,32 +1368,39 @@ class _GraphReplay:
         """Per chunk, per rank position ``r``: the bitset of positions with a path from their
         buffer at ``first - 1`` to ``r``'s at ``last`` (a replay of the window from one-hot
         buffers); None if some buffer is reached twice from one source (then ``M`` is not 0/1
-        and :meth:`hash_mismatch` does not decide)."""
+        and :meth:`linear_verdicts` does not decide). One replay per ``first`` serves every
+        ``last``: each step's result is kept."""
         key = ("paths", first, last)
-        if key in self._derived:
-            return self._derived[key]
-        out: list[list[int]] = []
-        for c in self.chunks:
-            state = [1 << r for r in range(self.n)]
-            for t in self.steps[bisect_left(self.steps, first):bisect_right(self.steps, last)]:
-                new: dict[int, int] = {}
-                for d, flows in self.into[t].items():
-                    sources = [(s, is_copy) for s, chunks, is_copy in flows if c in chunks]
-                    if not sources:
-                        continue
-                    if any(is_copy for _, is_copy in sources):  # the only write (valid pattern)
-                        new[d] = state[sources[0][0]]
-                        continue
-                    acc = state[d]
-                    for s, _ in sources:
-                        if acc & state[s]:
-                            return self._derived.setdefault(key, None)  # type: ignore[return-value]
-                        acc |= state[s]
-                    new[d] = acc
-                state = [new.get(r, v) for r, v in enumerate(state)]
-            out.append(state)
-        self._derived[key] = out
-        return out
+        if key not in self._derived:
+            self._paths_from(first)
+        return self._derived[key]  # type: ignore[return-value]
+
+    def _paths_from(self, first: int) -> None:
+        states = [[1 << r for r in range(self.n)] for _ in self.chunks]
+        broken = False
+        for t in self.steps[bisect_left(self.steps, first):]:
+            if not broken:
+                for j, c in enumerate(self.chunks):
+                    state = states[j]
+                    new: dict[int, int] = {}
+                    for d, flows in self.into[t].items():
+                        sources = [(s, cp) for s, chunks, cp in flows if c in chunks]
+                        if not sources:
+                            continue
+                        if any(cp for _, cp in sources):  # the only write (valid pattern)
+                            new[d] = state[sources[0][0]]
+                            continue
+                        acc = state[d]
+                        for s, _ in sources:
+                            if acc & state[s]:
+                                broken = True
+                            acc |= state[s]
+                        new[d] = acc
+                    for d, v in new.items():
+                        state[d] = v
+            self._derived[("paths", first, t)] = (
+                None if broken else [list(state) for state in states]
+            )
 
     def value(self, t: int, r: int, c: int) -> int:
         """The original value of (rank position r, chunk c) at the end of step t."""
