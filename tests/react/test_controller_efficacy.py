@@ -55,14 +55,14 @@ def best_single_swap_time(pattern, into, p):
 @pytest.mark.parametrize("into", [3, 5])
 def test_react_reaches_the_best_single_swap_under_p2(into):
     # Star, 8-rank tree, p=2 into one rank: the star is deterministic, so two epochs time a
-    # fixed pattern exactly. REACT's last 50 of 100 epochs must be within 3% of the best
-    # single swap's time (or better: it may combine swaps), and it never ends slower.
+    # fixed pattern exactly. Over its last 50 of 100 epochs REACT must reach at least 70% of
+    # the best single swap's gain (it may do better by combining swaps), and never be slower.
     tree = allreduce_double_binary_tree(8)
     base = mean_time(star_run(tree, into, 2, 2, False), 1)
     best = best_single_swap_time(tree, into, 2)
     assert best < base / 1.05  # there is something to find
     react = star_run(tree, into, 2, 100, True)
-    assert mean_time(react, 50) <= best * 1.03
+    assert base / mean_time(react, 50) - 1 >= 0.7 * (base / best - 1)
     assert mean_time(react) <= base
 
 
