@@ -16,8 +16,11 @@ algorithm bandwidth (epochs 25-99) and its pattern changes:
 
 Run::
 
-    python -m experiments.ablation            # writes docs/results/ablation.{csv,md}
-    python -m experiments.ablation --quick    # one scenario per point, a temporary folder
+    python -m experiments.ablation --out docs/results   # the committed ablation.{csv,md}
+    python -m experiments.ablation --quick             # one scenario per point, a temp folder
+
+Without ``--out`` a full run writes into ``results/``; other options than the defaults give the
+files their own names (:func:`react.outdir.variant_name`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ if __package__ in (None, ""):  # run as a file: make `experiments` importable
 
 from experiments.fig5 import (
     COLLECTIVES,
+    RESULTS,
     ROOT,
     K,
     congested_pairs,
@@ -45,7 +49,7 @@ from experiments.fig5 import (
     spread_hosts,
     write_csv,
 )
-from react.outdir import experiment_dirs
+from react.outdir import experiment_dirs, variant_name
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
@@ -116,7 +120,8 @@ def summary(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def markdown(table: Sequence[Mapping[str, Any]], command: str) -> str:
     lines = ["## Controller ablation: what each deviation from the paper is worth", "",
-             f"Regenerate: `{command}`. Fig. 5 scenarios (k=8 fat-tree, 20 MB, 100 epochs, "
+             f"Regenerate: {command}.", "",
+             "Fig. 5 scenarios (k=8 fat-tree, 20 MB, 100 epochs, "
              "gain in mean algorithm bandwidth over epochs 25-99 against the same scenario "
              "without REACT); each variant restores one paper rule (experiments/ablation.py).",
              "", "| variant | collective | scenarios | mean gain | worst gain (where) | "
@@ -153,9 +158,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quick:
         args.collectives, args.xs, args.ps, args.scenarios, args.epochs = ["tree"], [2], [2], \
             1, 30
-    sweep = "ablation" + ("-quick" if args.quick else "")
+    if args.quick:
+        sweep = "ablation-quick"
+    else:
+        sweep = variant_name("ablation", {
+            "c": args.collectives, "x": args.xs, "p": args.ps, "s": args.scenarios,
+            "v": args.variants, "e": args.epochs,
+        }, {"c": list(COLLECTIVES), "x": [1, 2, 4], "p": [2, 4], "s": 3, "v": list(VARIANTS),
+            "e": 100})
     args.out, store = experiment_dirs(sweep, quick=args.quick, out=args.out, store=args.store,
-                                     default_out=ROOT / "docs" / "results",
+                                     default_out=RESULTS,
                                      default_store=ROOT / "results" / f"{sweep}.sqlite")
     points = ablation_points(args.collectives, args.xs, args.ps, args.scenarios, args.variants,
                              epochs=args.epochs, sweep=sweep)
@@ -164,7 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = ablation_rows(runs)
     table = summary(rows)
     write_csv(args.out / f"{sweep}.csv", rows)
-    command = "python -m experiments.ablation" + (" --quick" if args.quick else "")
+    command = ("`python3 -m experiments.regenerate --only ablation` (runs `python3 -m "
+               "experiments.ablation --out docs/results`)" if not args.quick
+               else "`python3 -m experiments.ablation --quick`")
     (args.out / f"{sweep}.md").write_text(markdown(table, command), encoding="utf-8")
     for r in table:
         print(f"{r['variant']:15s} {r['collective']:5s} mean {r['mean_gain']:+.1%} worst "

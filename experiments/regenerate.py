@@ -83,6 +83,8 @@ STEPS: tuple[Step, ...] = (
     Step("fig13", "experiments.fig13", (), ("fig13.csv", "fig13.png"), 7.5,
          progress_flag=True),
     Step("table2", "experiments.table2", (), ("table2.csv",), 3, progress_flag=True),
+    Step("ablation", "experiments.ablation", (), ("ablation.csv", "ablation.md"), 5,
+         progress_flag=True),
     Step("table2_e5000", "experiments.table2", ("--epochs", "5000"), ("table2_e5000.csv",),
          10.5, progress_flag=True),
 )
