@@ -186,6 +186,8 @@ class SwapSpace:
         self._spaces: dict[int, tuple[_Entry, ...]] = {}
         self._swaps: dict[int, tuple[Swap, ...]] = {}
         self._swaps_in: dict[tuple[int, int], tuple[Swap, ...]] = {}
+        self._rows: dict[tuple[int, str], tuple[list[int], list[int], int]] = {}
+        self._profiles: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
         self._per_graph: dict[tuple[int, int], tuple[_Entry, ...]] = {}
         self._global_guard_done = False
         self._orbit = _symmetry(pattern, self._pos, arrays)
@@ -315,21 +317,39 @@ class SwapSpace:
         first, last = (
             (swap.first_step, swap.last_step) if isinstance(swap, PositionSwap) else table.span
         )
-        total = int(vec[c].sum())
+        # Plain ints from cached lists: the controller asks this of every candidate it ranks.
+        tin_c, tout_c, total = self._row(c, direction)
         changes: dict[int, list[int]] = {}
         for pos, sign in ((c, -1), (other, 1)):
-            t, gin, gout = table.rank_profile(pos)
-            for k in range(len(t)):
-                step = int(t[k])
+            for step, gin, gout in self._profile(swap.graph, pos):
                 if first <= step <= last:
-                    entry = changes.setdefault(
-                        step, [int(self._tin[c, step]), int(self._tout[c, step])]
-                    )
-                    entry[0] += sign * int(gin[k])
-                    entry[1] += sign * int(gout[k])
+                    entry = changes.setdefault(step, [tin_c[step], tout_c[step]])
+                    entry[0] += sign * gin
+                    entry[1] += sign * gout
         for step, (new_in, new_out) in changes.items():
-            total += _load_of(direction, new_in, new_out) - int(vec[c, step])
+            total += (_load_of(direction, new_in, new_out)
+                      - _load_of(direction, tin_c[step], tout_c[step]))
         return total
+
+    def _row(self, c: int, direction: str) -> tuple[list[int], list[int], int]:
+        """``c``'s whole-pattern in and out degrees per step, and its load in ``direction``."""
+        key = (c, direction)
+        row = self._rows.get(key)
+        if row is None:
+            row = (self._tin[c].tolist(), self._tout[c].tolist(),
+                   int(self._load_vector(direction)[c].sum()))
+            self._rows[key] = row
+        return row
+
+    def _profile(self, g: int, pos: int) -> list[tuple[int, int, int]]:
+        """``(step, in, out)`` of rank position ``pos`` in chunk graph ``g``, by step."""
+        key = (g, pos)
+        profile = self._profiles.get(key)
+        if profile is None:
+            t, gin, gout = self._tables[g].rank_profile(pos)
+            profile = list(zip(t.tolist(), gin.tolist(), gout.tolist(), strict=True))
+            self._profiles[key] = profile
+        return profile
 
     def counts(self, rank: int | None = None) -> dict[str, int]:
         """How many viable, pruned swaps of each kind ``rank`` has (or all ranks together;
