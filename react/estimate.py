@@ -133,6 +133,7 @@ class FctModel:
         self._pair_excess: dict[tuple[int, int], float] = {}
         if unseen == "links":
             self._fit_links(observations)
+        self._memo: dict[tuple[object, float], dict[tuple[object, ...], float]] = {}
 
     def _fit_links(self, observations: Sequence[_Observation]) -> None:
         """Each rank's outbound and inbound competing load, and the mean path excess.
@@ -207,15 +208,25 @@ class FctModel:
 
     def pattern_fcts(self, pattern: Pattern, message_bytes: float) -> np.ndarray:
         """Estimated FCT of every flow of ``pattern`` (pattern order)."""
-        degrees = flow_degrees(pattern).tolist()
-        sides = _side_degrees(pattern)
-        return np.array(
-            [
-                self.flow_fct(f, degrees[i], pattern.flow_bytes(f, message_bytes),
-                              out_degree=sides[i][0], in_degree=sides[i][1])
-                for i, f in enumerate(pattern.flows)
-            ]
-        )
+        # The controller estimates many patterns that differ from each other in a few flows, so
+        # each flow's estimate is kept by what it depends on (ends, degrees, bytes).
+        # A flow's bytes depend on its chunks, the chunks' fractions and the message.
+        degrees = pattern.degrees()
+        memo = self._memo.setdefault((pattern.chunks, message_bytes), {})
+        fcts = []
+        for f in pattern.flows:
+            out_degree = degrees[(f.step, f.src)][1]
+            in_degree = degrees[(f.step, f.dst)][0]
+            key = (f.src, f.dst, f.chunks, out_degree, in_degree)
+            fct = memo.get(key)
+            if fct is None:
+                fct = memo[key] = self.flow_fct(
+                    f, max(out_degree, in_degree),  # flow_degrees' class
+                    pattern.flow_bytes(f, message_bytes),
+                    out_degree=out_degree, in_degree=in_degree,
+                )
+            fcts.append(fct)
+        return np.array(fcts)
 
 
 def _side_degrees(pattern: Pattern) -> list[tuple[int, int]]:

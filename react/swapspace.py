@@ -74,6 +74,7 @@ Cost
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -85,7 +86,7 @@ from react.pattern import Pattern
 from react.transforms import PRIORITY, ChunkLocalSwap, GlobalSwap, PositionSwap, Swap
 from react.verify import first_violation, verify
 
-__all__ = ["Direction", "SwapSpace"]
+__all__ = ["Direction", "ReplayCache", "SwapSpace"]
 
 Direction = Literal["any", "in", "out"]
 _DIRECTIONS = ("any", "in", "out")
@@ -144,6 +145,10 @@ class SwapSpace:
     check : bool
         Verify ``pattern`` first (default). Pass ``False`` only for a pattern known to verify,
         e.g. one produced by a swap from a space: a full replay of a 1,024-rank ring takes seconds.
+    replays : ReplayCache, optional
+        Share the replays of chunk graphs with other spaces: a swap rewrites one chunk graph, so
+        the spaces of patterns a few swaps apart replay the same graphs (and answer the same
+        questions about them) again. Answers are the same with or without it.
 
     Raises
     ------
@@ -165,7 +170,9 @@ class SwapSpace:
     True
     """
 
-    def __init__(self, pattern: Pattern, *, check: bool = True) -> None:
+    def __init__(
+        self, pattern: Pattern, *, check: bool = True, replays: ReplayCache | None = None
+    ) -> None:
         if not isinstance(pattern, Pattern):
             raise PatternError(f"SwapSpace: expected a Pattern, got {type(pattern).__name__}")
         if check:
@@ -175,8 +182,13 @@ class SwapSpace:
         self._tables, self._tin, self._tout, arrays = _degree_tables(pattern, self._pos)
         self._deg = np.maximum(self._tin, self._tout)
         self._replays: dict[int, _GraphReplay] = {}
+        self._shared = replays
         self._spaces: dict[int, tuple[_Entry, ...]] = {}
         self._swaps: dict[int, tuple[Swap, ...]] = {}
+        self._swaps_in: dict[tuple[int, int], tuple[Swap, ...]] = {}
+        self._rows: dict[tuple[int, str], tuple[list[int], list[int], int]] = {}
+        self._profiles: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+        self._per_graph: dict[tuple[int, int], tuple[_Entry, ...]] = {}
         self._global_guard_done = False
         self._orbit = _symmetry(pattern, self._pos, arrays)
         self._arrays = arrays
@@ -208,7 +220,17 @@ class SwapSpace:
             self._check_graph(graph)
         c = self._rank_pos(rank)
         swaps = self._swaps.get(c)
-        if swaps is None:
+        if swaps is None and graph is not None and c not in self._spaces and self._orbit[c][0] == c:
+            # One chunk graph asked for (the controller's question): compute that graph's swaps
+            # and the global ones only. The same entries in the same order as the filter below
+            # keeps from the whole space (entries are sorted by kind, graph and window).
+            swaps = self._swaps_in.get((c, graph))
+            if swaps is None:
+                entries = sorted((*self._graph_entries(c, graph), *self._global_entries(c)),
+                                 key=_entry_order)
+                swaps = tuple(_materialise(self.pattern.ranks, c, entries))
+                self._swaps_in[(c, graph)] = swaps
+        elif swaps is None:
             swaps = tuple(_materialise(self.pattern.ranks, c, self._space(c)))
             self._swaps[c] = swaps
         return tuple(
@@ -295,21 +317,39 @@ class SwapSpace:
         first, last = (
             (swap.first_step, swap.last_step) if isinstance(swap, PositionSwap) else table.span
         )
-        total = int(vec[c].sum())
+        # Plain ints from cached lists: the controller asks this of every candidate it ranks.
+        tin_c, tout_c, total = self._row(c, direction)
         changes: dict[int, list[int]] = {}
         for pos, sign in ((c, -1), (other, 1)):
-            t, gin, gout = table.rank_profile(pos)
-            for k in range(len(t)):
-                step = int(t[k])
+            for step, gin, gout in self._profile(swap.graph, pos):
                 if first <= step <= last:
-                    entry = changes.setdefault(
-                        step, [int(self._tin[c, step]), int(self._tout[c, step])]
-                    )
-                    entry[0] += sign * int(gin[k])
-                    entry[1] += sign * int(gout[k])
+                    entry = changes.setdefault(step, [tin_c[step], tout_c[step]])
+                    entry[0] += sign * gin
+                    entry[1] += sign * gout
         for step, (new_in, new_out) in changes.items():
-            total += _load_of(direction, new_in, new_out) - int(vec[c, step])
+            total += (_load_of(direction, new_in, new_out)
+                      - _load_of(direction, tin_c[step], tout_c[step]))
         return total
+
+    def _row(self, c: int, direction: str) -> tuple[list[int], list[int], int]:
+        """``c``'s whole-pattern in and out degrees per step, and its load in ``direction``."""
+        key = (c, direction)
+        row = self._rows.get(key)
+        if row is None:
+            row = (self._tin[c].tolist(), self._tout[c].tolist(),
+                   int(self._load_vector(direction)[c].sum()))
+            self._rows[key] = row
+        return row
+
+    def _profile(self, g: int, pos: int) -> list[tuple[int, int, int]]:
+        """``(step, in, out)`` of rank position ``pos`` in chunk graph ``g``, by step."""
+        key = (g, pos)
+        profile = self._profiles.get(key)
+        if profile is None:
+            t, gin, gout = self._tables[g].rank_profile(pos)
+            profile = list(zip(t.tolist(), gin.tolist(), gout.tolist(), strict=True))
+            self._profiles[key] = profile
+        return profile
 
     def counts(self, rank: int | None = None) -> dict[str, int]:
         """How many viable, pruned swaps of each kind ``rank`` has (or all ranks together;
@@ -374,25 +414,44 @@ class SwapSpace:
 
     def _compute(self, c: int) -> tuple[_Entry, ...]:
         entries: list[_Entry] = []
-        for g, table in enumerate(self._tables):
-            first, last = table.span
-            ok = self._degree_ok(table, c, first, last)
-            fixed = self._meaning_fixed_vec(g, c)
-            partners = np.flatnonzero(ok & fixed)
-            rest = [int(y) for y in np.flatnonzero(ok & ~fixed)]
-            if rest:
-                replay = self._replay(g)
-                extra = [y for y in rest if replay.viable(c, y, first, last)]
-                partners = np.union1d(partners, np.asarray(extra, dtype=np.int64))
-            partners = self._drop_noops(g, first, last, c, partners)
-            if len(partners):
-                entries.append(_Entry("chunk_local", g, first, last, partners))
-            entries.extend(self._position_entries(g, table, c, fixed))
+        for g in range(len(self._tables)):
+            entries.extend(self._graph_entries(c, g))
+        entries.extend(self._global_entries(c))
+        return tuple(sorted(entries, key=_entry_order))
+
+    def _graph_entries(self, c: int, g: int) -> tuple[_Entry, ...]:
+        """``c``'s chunk-local and position swaps in chunk graph ``g`` (cached)."""
+        cached = self._per_graph.get((c, g))
+        if cached is not None:
+            return cached
+        entries: list[_Entry] = []
+        table = self._tables[g]
+        first, last = table.span
+        ok = self._degree_ok(table, c, first, last)
+        fixed = self._meaning_fixed_vec(g, c)
+        partners = np.flatnonzero(ok & fixed)
+        rest = [int(y) for y in np.flatnonzero(ok & ~fixed)]
+        if rest:
+            replay = self._replay(g)
+            extra = [y for y in rest if replay.viable(c, y, first, last)]
+            partners = np.union1d(partners, np.asarray(extra, dtype=np.int64))
+        partners = self._drop_noops(g, first, last, c, partners)
+        if len(partners):
+            entries.append(_Entry("chunk_local", g, first, last, partners))
+        entries.extend(self._position_entries(g, table, c, fixed))
+        out = self._per_graph[(c, g)] = tuple(entries)
+        return out
+
+    def _global_entries(self, c: int) -> tuple[_Entry, ...]:
+        """``c``'s global swaps, as at most one entry (cached)."""
+        cached = self._per_graph.get((c, -1))
+        if cached is not None:
+            return cached
         globals_ = self._drop_noops(-1, 0, 0, c, self._globals(c))
         globals_ = self._drop_local_globals(c, globals_)
-        if len(globals_):
-            entries.append(_Entry("global", -1, 0, 0, globals_))
-        return tuple(sorted(entries, key=_entry_order))
+        out = (_Entry("global", -1, 0, 0, globals_),) if len(globals_) else ()
+        self._per_graph[(c, -1)] = out
+        return out
 
     def _position_entries(
         self, g: int, table: _GraphTable, c: int, fixed: np.ndarray
@@ -761,7 +820,10 @@ class SwapSpace:
     def _replay(self, g: int) -> _GraphReplay:
         replay = self._replays.get(g)
         if replay is None:
-            replay = _GraphReplay(self.pattern, g, self._pos)
+            if self._shared is None:
+                replay = _GraphReplay(self.pattern, g, self._pos)
+            else:
+                replay = self._shared.get(self.pattern, g, self._pos)
             self._replays[g] = replay
         return replay
 
@@ -1008,6 +1070,40 @@ def _degree_tables(
 
 
 # -- incremental replay of one chunk graph -------------------------------------------------------
+class ReplayCache:
+    """Replays of chunk graphs shared by the swap spaces of related patterns, least recently
+    used dropped first.
+
+    A replay depends only on the collective's meaning (kind, ranks, root, chunks) and on the
+    flows of its chunk graph, which is its key, so a space gets the same answers from a shared
+    replay as from its own; its caches (verdicts, paths, boundaries) then serve every space
+    whose pattern has that chunk graph.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        if not (isinstance(size, int) and size >= 1):
+            raise PatternError(f"ReplayCache: size must be a positive integer, got {size!r}")
+        self._size = size
+        self._replays: OrderedDict[tuple[object, ...], _GraphReplay] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._replays)
+
+    def get(self, pattern: Pattern, g: int, pos: dict[int, int]) -> _GraphReplay:
+        block = pattern.chunk_graphs()[g]
+        key = (pattern.kind, pattern.ranks, pattern.root, pattern.chunks, block,
+               tuple(pattern.flows[i] for i in pattern.flows_of_chunk_graph(g)))
+        replay = self._replays.get(key)
+        if replay is None:
+            replay = _GraphReplay(pattern, g, pos)
+            self._replays[key] = replay
+            if len(self._replays) > self._size:
+                self._replays.popitem(last=False)
+        else:
+            self._replays.move_to_end(key)
+        return replay
+
+
 class _GraphReplay:
     """The original replay of one chunk graph, kept so that a swap is re-checked incrementally.
 
@@ -1255,6 +1351,17 @@ class _GraphReplay:
         reduce and the swap keeps which buffers reach none (``B(x)``, ``B(y)`` both empty or
         both not, the same for ``I``): then the swapped pattern verifies.
         """
+        key = ("linear", x, ys.dtype.str, ys.tobytes(), first, last)
+        cached = self._derived.get(key)
+        if cached is None:
+            cached = self._linear_verdicts(x, ys, first, last)
+            self._derived[key] = cached
+        proven, rejected = cached  # type: ignore[misc]
+        return proven.copy(), rejected.copy()  # callers refine them in place
+
+    def _linear_verdicts(
+        self, x: int, ys: np.ndarray, first: int, last: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         m = len(ys)
         proven = np.zeros(m, dtype=bool)
         rejected = np.zeros(m, dtype=bool)

@@ -351,3 +351,31 @@ def test_counts_and_describe(space16):
     text = space16.describe(3)
     assert "chunk-local swap 3<->2 in chunk graph 1" in text
     assert "rank 3" in text
+
+
+@pytest.mark.parametrize("name", sorted(GENERATORS))
+def test_shared_replays_and_one_graph_questions_change_no_answer(name):
+    # What the controller does (spaces of patterns a swap apart sharing replays; one chunk
+    # graph's swaps asked for) must give each rank the swaps a fresh space lists for it.
+    base = GENERATORS[name](8)
+    rng = random.Random(3)
+    first = rng.choice(list(SwapSpace(base)))
+    patterns = [base, first.apply(base)]
+    patterns.append(rng.choice(list(SwapSpace(patterns[1], check=False))).apply(patterns[1]))
+    shared = swapspace_module.ReplayCache(size=4)  # small: entries get dropped and rebuilt
+    for pattern in patterns:
+        alone = SwapSpace(pattern, check=False)
+        together = SwapSpace(pattern, check=False, replays=shared)
+        graphs = range(len(pattern.chunk_graphs()))
+        for rank in pattern.ranks:
+            whole = alone.swaps_for(rank)
+            for g in graphs:
+                assert together.swaps_for(rank, graph=g) == tuple(
+                    s for s in whole if s.graph is None or s.graph == g), (rank, g)
+            assert together.swaps_for(rank) == whole
+            assert SwapSpace(pattern, check=False, replays=shared).swaps_for(rank) == whole
+
+
+def test_replay_cache_size_is_checked():
+    with pytest.raises(PatternError, match="size must be a positive integer, got 0"):
+        swapspace_module.ReplayCache(size=0)
