@@ -16,6 +16,8 @@ The file (every key is listed; anything else is an error)::
     description = "..."              # optional
     seed = 0                         # ECMP hash seed of the network; default seed of each job
     backend = "sim"                  # "sim" (flowsim) | "emu" (real ranks, emulated network)
+                                     # | "ns3" (packet level; extra [ns3]; the [ns3] table:
+                                     # react.backends.ns3.spec)
     connections = 4                  # ECMP connections per rank pair (default for every job)
 
     [emu]                            # optional; used when the backend is "emu"
@@ -88,6 +90,7 @@ from flowsim.errors import FlowsimError
 from flowsim.topologies import alibaba_fabric, fat_tree, leaf_spine, star
 from flowsim.topology import Topology
 from react.backends.base import JobRun
+from react.backends.ns3.spec import Ns3Spec, parse_ns3_table
 from react.controller import ControllerConfig
 from react.errors import ReactError
 from react.patterns import GENERATORS
@@ -123,6 +126,7 @@ TOPOLOGIES: dict[str, Callable[..., Topology]] = {
 BACKENDS: dict[str, str] = {
     "sim": "react.backends.sim",
     "emu": "react.backends.emu.world",
+    "ns3": "react.backends.ns3.world",
 }
 """Backends a scenario may name, and the module whose ``scenario_jobs`` builds a scenario's jobs
 on it (imported only when used). ns-3 and GPUs will join."""
@@ -224,6 +228,7 @@ class Scenario:
     failures: tuple[FailureSpec, ...] = ()
     source: str = "<scenario>"
     emu: EmuSpec = EmuSpec()
+    ns3: Ns3Spec = Ns3Spec()
 
     def job(self, name: str) -> JobSpec:
         for job in self.jobs:
@@ -424,10 +429,11 @@ def parse_scenario(
         for i, raw in enumerate(_array(top, "failures"))
     )
     emu = _emu(_Table(top.raw("emu", {}), "emu", source))
+    ns3 = parse_ns3_table(_Table(top.raw("ns3", {}), "ns3", source))
     top.done(("name", "description", "seed", "backend", "connections", "topology", "jobs",
-              "background", "failures", "emu"))
+              "background", "failures", "emu", "ns3"))
     return Scenario(name, description, seed, backend, topology, tuple(jobs), background,
-                    failures, source, emu)
+                    failures, source, emu, ns3)
 
 
 def _emu(t: _Table) -> EmuSpec:

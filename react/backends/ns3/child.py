@@ -1,0 +1,151 @@
+"""The ns-3 child process: builds one packet-level world at a time and runs batches of epochs.
+
+Run as ``python -m react.backends.ns3.child`` by :class:`react.backends.ns3.process.Ns3Process`,
+never imported by the parent. It reads one JSON request per line on stdin and writes one JSON
+reply per line on the file descriptor that was its stdout; its real stdout is pointed at stderr
+first, so that whatever ns-3 or cling print cannot corrupt the replies. A Python error in a
+request becomes ``{"ok": false, "error": ...}``; an ns-3 assertion aborts the whole process,
+which the parent turns into a readable error.
+
+Requests (``op``):
+
+- ``build``: a fresh world (``world``: hosts, switches, cables, ns-3 defaults, rate changes,
+  background flows); any previous world is destroyed first, so one child serves many runs.
+- ``run``: one batch of epochs of one pattern: ``flows`` ``[[src, dst, bytes], ...]``, ``deps``
+  ``[[flow, before], ...]``, ``ports`` (one list per epoch), ``start_s``, ``gap_s`` and the
+  ``routes`` not installed yet; replies each epoch's start, end and every flow's start and end.
+- ``counters``: packets forwarded per (node, interface), for tests of the ECMP spread.
+- ``quit``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HEADER = Path(__file__).with_name("react_ns3.h")
+
+
+class _Child:
+    def __init__(self) -> None:
+        from ns import ns  # noqa: F401  (loads every ns-3 module and its headers into cling)
+        import cppyy
+
+        cppyy.cppdef(HEADER.read_text(encoding="utf-8"))
+        self.cppyy = cppyy
+        self.world: Any = None
+        self.cables: list[list[float]] = []
+
+    def build(self, world: dict[str, Any]) -> dict[str, Any]:
+        gbl = self.cppyy.gbl
+        if self.world is not None:
+            gbl.ns3.Simulator.Destroy()
+            self.world = None
+        w = gbl.react_ns3.World()
+        for name, value in world["globals"].items():
+            w.SetGlobal(name, value)
+        for name, value in world["defaults"].items():
+            w.SetDefault(name, value)
+        w.SetDeviceQueue(int(world["device_queue_packets"]))
+        w.AddNodes(int(world["hosts"]), int(world["switches"]))
+        for a, b, bps_ab, bps_ba, delay in world["cables"]:
+            w.AddCable(int(a), int(b), float(bps_ab), float(bps_ba), float(delay))
+        for cable, side, at_s, bps in world["rate_changes"]:
+            w.ScheduleRate(int(cable), int(side), float(at_s), float(bps))
+        self._routes(w, world["routes"])
+        for src, dst, conn, start_s, stop_s in world["background"]:
+            flow = w.AddFlow(int(src), int(dst), int(conn), 0, -1)
+            w.StartFlowAt(flow, float(start_s))
+            if stop_s is not None:
+                w.StopFlowAt(flow, float(stop_s))
+        self.world = w
+        self.cables = world["cables"]
+        return {}
+
+    @staticmethod
+    def _routes(w: Any, routes: list[list[int]]) -> None:
+        for node, src, dst, conn, cable, side in routes:
+            w.AddRoute(node, src, dst, conn, w.Interface(cable, side))
+
+    def run(self, req: dict[str, Any]) -> dict[str, Any]:
+        w = self.world
+        if w is None:
+            raise RuntimeError("run before build")
+        self._routes(w, req["routes"])
+        flows = req["flows"]
+        epochs = []
+        ids = []
+        n_epochs = len(req["ports"])
+        for k, ports in enumerate(req["ports"]):
+            e = w.AddEpoch(k == n_epochs - 1)
+            if epochs:
+                w.ChainEpochs(epochs[-1], e, float(req["gap_s"]))
+            epochs.append(e)
+            first = None
+            for (src, dst, size), conn in zip(flows, ports, strict=True):
+                f = w.AddFlow(int(src), int(dst), int(conn), int(size), e)
+                first = f if first is None else first
+            for flow, before in req["deps"]:
+                w.AddDependency(first + flow, first + before)
+            ids.append(first)
+        misses, drops, marks, events = w.RouteMisses(), w.Drops(), w.Marks(), w.Events()
+        wall = time.perf_counter()
+        w.StartEpochAt(epochs[0], float(req["start_s"]))
+        now = w.Run()
+        wall = time.perf_counter() - wall
+        out = []
+        for e, first in zip(epochs, ids, strict=True):
+            out.append({
+                "start_s": w.EpochStart(e),
+                "end_s": w.EpochEnd(e),
+                "flows": [[w.FlowStart(first + i), w.FlowEnd(first + i)]
+                          for i in range(len(flows))],
+            })
+        return {
+            "epochs": out,
+            "now_s": now,
+            "wall_s": wall,
+            "events": int(w.Events()) - int(events),
+            "drops": int(w.Drops()) - int(drops),
+            "marks": int(w.Marks()) - int(marks),
+            "route_misses": int(w.RouteMisses()) - int(misses),
+            "unknown_connections": int(w.UnknownConnections()),
+        }
+
+    def counters(self, req: dict[str, Any]) -> dict[str, Any]:
+        w = self.world
+        return {"forwarded": [int(w.Forwarded(int(node), int(iface)))
+                              for node, iface in req["interfaces"]]}
+
+
+def main() -> None:
+    replies = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    started = time.perf_counter()
+    try:
+        child = _Child()
+    except Exception as exc:  # the parent reports it; nothing else to do here
+        replies.write(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}) + "\n")
+        return
+    replies.write(json.dumps({"ok": True, "import_s": time.perf_counter() - started}) + "\n")
+    for line in sys.stdin:
+        req = json.loads(line)
+        op = req.get("op")
+        if op == "quit":
+            break
+        try:
+            handler = {"build": lambda r: child.build(r["world"]), "run": child.run,
+                       "counters": child.counters}[op]
+            reply = {"ok": True, **handler(req)}
+        except Exception as exc:
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        replies.write(json.dumps(reply) + "\n")
+
+
+if __name__ == "__main__":
+    main()
