@@ -147,11 +147,11 @@ def scenario_jobs(scenario: Scenario, *, react: bool | None = None) -> Iterator[
     from react.jobs import Job
     from react.scenario import controllers
 
-    require_ns3()
     spec: Ns3Spec = getattr(scenario, "ns3", None) or Ns3Spec()
     fabric = Fabric.build(scenario.topology, scenario.seed)
     routed: set[tuple[str, str, int]] = set()
     world = world_request(scenario, spec, fabric, routed)  # checks before starting anything
+    require_ns3()
     with ExitStack() as stack:
         child = current_shared()
         if child is None:
