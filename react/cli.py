@@ -78,9 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run without and with REACT (same seeds) and show both side by side")
     run.add_argument("--epochs", type=positive_int, metavar="N",
                      help="run every job N epochs instead of the file's value")
-    run.add_argument("--backend", metavar="NAME", choices=("sim", "emu"),
-                     help="run on this backend instead of the file's: sim (flowsim) or emu "
-                          "(rank processes over network namespaces; needs root)")
+    run.add_argument("--backend", metavar="NAME", choices=("sim", "emu", "ns3"),
+                     help="run on this backend instead of the file's: sim (flowsim), emu "
+                          "(rank processes over network namespaces; needs root) or ns3 "
+                          "(packet level; extra [ns3])")
     run.add_argument("--warmup", type=non_negative_int, default=report.DEFAULT_WARMUP, metavar="N",
                      help=f"epochs left out of the statistics (default {report.DEFAULT_WARMUP}; "
                           "all epochs count when a job runs no more than N)")
@@ -174,6 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     from react.regress.cli import add_parser as add_regress_parser
 
     add_regress_parser(sub, [common])
+    # `react crossval`: one scenario on several backends, side by side (react.crossval)
+    from react.crossval import add_parser as add_crossval_parser
+
+    add_crossval_parser(sub, [common])
     return parser
 
 

@@ -36,6 +36,9 @@ IMPORT_TIMEOUT_S = 600.0
 
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[3])
 _TAIL_LINES = 12
+# What ns-3 prints before it aborts (NS_ASSERT, NS_ABORT, NS_FATAL_ERROR) and what cling's
+# crash handler prints when it catches the abort (it then exits with a status of its own).
+_ABORT_MARKS = ("assert failed.", "aborted. cond=", "NS_FATAL", "*** Break *** abort")
 
 
 class Ns3Process:
@@ -61,6 +64,7 @@ class Ns3Process:
             p for p in (_PROJECT_ROOT, env.get("PYTHONPATH", "")) if p)
         # ns-3's loader globs every PATH entry for libraries; the child needs none of them.
         env["PATH"] = os.defpath
+        env["CPPYY_CRASH_QUIET"] = "1"  # no debugger backtrace from cling when ns-3 aborts
         cmd = list(argv) if argv is not None else [sys.executable, "-m",
                                                    "react.backends.ns3.child"]
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -109,30 +113,37 @@ class Ns3Process:
 
     def _fail(self, what: str, detail: str) -> None:
         try:
-            code = self._proc.wait(timeout=10)
+            code = self._proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             self._kill()
             code = self._proc.returncode
         self.closed = True
+        output = self._output()
         if code is not None and code < 0:
             try:
                 how = f"was killed by signal {signal.Signals(-code).name}"
             except ValueError:
                 how = f"was killed by signal {-code}"
-            if code == -signal.SIGABRT:
-                how += " (an ns-3 assertion or fatal error aborted it)"
         else:
             how = f"exited with status {code}"
+        if code == -signal.SIGABRT or any(mark in output for mark in _ABORT_MARKS):
+            how += " (an ns-3 assertion or fatal error aborted it)"
         raise Ns3CrashError(f"ns-3 child process: {what}: the child {how}{detail}{self._tail()}")
 
-    def _tail(self) -> str:
+    def _output(self) -> str:
         try:
             self._stderr.flush()
-            text = self._stderr_path.read_text(encoding="utf-8", errors="replace")
+            return self._stderr_path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return ""
-        lines = [ln for ln in text.splitlines() if ln.strip()
-                 and "runStaticInitializersOnce" not in ln]  # cling's harmless start-up noise
+
+    def _tail(self) -> str:
+        lines = []
+        for line in self._output().splitlines():
+            if "*** Break ***" in line:
+                break  # cling's crash report follows: a debugger's backtrace, no news
+            if line.strip() and "runStaticInitializersOnce" not in line:  # cling start-up noise
+                lines.append(line)
         if not lines:
             return ""
         return "; its last output:\n  " + "\n  ".join(lines[-_TAIL_LINES:])
