@@ -13,7 +13,8 @@ with the same seeds (same placement, background, ECMP hashes and per-epoch port 
 - the controller's decisions (batch, action, swaps) and whether they, and the pattern each job
   ends with, are the same as the reference's.
 
-Backend names: ``sim`` (flowsim, exact max-min), ``ns3`` (packet level), ``emu`` (real ranks;
+Backend names: ``sim`` (flowsim, exact max-min), ``tcp`` (flowsim in the TCP-aware sharing
+mode, :mod:`flowsim.tcp`), ``ns3`` (packet level), ``emu`` (real ranks;
 it scales messages, so its times are not comparable in absolute terms), and any name of
 :data:`react.scenario.BACKENDS`; a name may repeat (``sim,sim`` checks determinism).
 """
@@ -56,9 +57,14 @@ def _variant(name: str) -> Callable[[Scenario], Scenario]:
     from react.scenario import BACKENDS
 
     base = name.partition("#")[0]
+    if base == "tcp":
+        return lambda s: s.with_backend("sim").with_sharing("tcp")
+    if base == "sim":
+        return lambda s: s.with_backend("sim").with_sharing("maxmin")
     if base not in BACKENDS:
         raise CrossvalError(
-            f"crossval: backend {base!r} does not exist; expected one of {', '.join(BACKENDS)}")
+            f"crossval: backend {base!r} does not exist; expected one of tcp, "
+            f"{', '.join(BACKENDS)}")
     return lambda s: s.with_backend(base)
 
 
@@ -255,7 +261,7 @@ def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> Non
                     "controller takes the same decisions. Prints a table and writes "
                     "crossval.json and crossval.png.",
         epilog="Example: react crossval experiments/scenarios/crossval_star.toml "
-               "--backends sim,ns3 --epochs 6",
+               "--backends sim,tcp,ns3 --epochs 6",
     )
     p.add_argument("scenario", metavar="SCENARIO", help="scenario TOML file")
     p.add_argument("--backends", metavar="A,B,...", default="sim,ns3",

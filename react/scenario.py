@@ -19,6 +19,8 @@ The file (every key is listed; anything else is an error)::
                                      # | "ns3" (packet level; extra [ns3]; the [ns3] table:
                                      # react.backends.ns3.spec)
     connections = 4                  # ECMP connections per rank pair (default for every job)
+    sharing = "maxmin"               # the simulator's rates: exact max-min, or "tcp" (headers,
+                                     # start-up, DCTCP's latecomer penalty; flowsim.tcp)
 
     [emu]                            # optional; used when the backend is "emu"
     link_rate_bps = 200e6            # the fastest link's emulated rate; others scale with it
@@ -133,6 +135,9 @@ on it (imported only when used). ns-3 and GPUs will join."""
 
 EMU_TRANSPORTS: tuple[str, ...] = ("socket", "torch")
 
+SHARING: tuple[str, ...] = ("maxmin", "tcp")
+"""How the simulator shares links: exact max-min, or the TCP-aware mode (flowsim.tcp)."""
+
 PLACEMENTS: tuple[str, ...] = ("first", "spread", "random")
 """Placement rules; an explicit list of host names is the alternative."""
 
@@ -229,6 +234,7 @@ class Scenario:
     source: str = "<scenario>"
     emu: EmuSpec = EmuSpec()
     ns3: Ns3Spec = Ns3Spec()
+    sharing: str = "maxmin"
 
     def job(self, name: str) -> JobSpec:
         for job in self.jobs:
@@ -259,6 +265,13 @@ class Scenario:
         except ControllerLoadError as exc:
             raise ScenarioError(str(exc)) from None
         return replace(self, jobs=tuple(replace(j, controller_factory=ref) for j in self.jobs))
+
+    def with_sharing(self, sharing: str) -> Scenario:
+        """The same scenario with the simulator sharing links ``sharing`` ("maxmin" | "tcp")."""
+        if sharing not in SHARING:
+            raise ScenarioError(
+                f"sharing {sharing!r} does not exist; expected one of {', '.join(SHARING)}")
+        return replace(self, sharing=sharing)
 
     def with_backend(self, backend: str) -> Scenario:
         """The same scenario on another backend (the CLI's --backend)."""
@@ -407,6 +420,7 @@ def parse_scenario(
     if backend not in BACKENDS:
         raise top.fail("backend", backend, f"one of the backends that exist: {', '.join(BACKENDS)}")
     connections = top.integer("connections", 4, minimum=1)
+    sharing = top.string("sharing", "maxmin", choices=SHARING)
     topology = _topology(_Table(top.raw("topology", required=True), "topology", source),
                          Path(base_dir))
     raw_jobs = top.raw("jobs", required=True)
@@ -430,10 +444,10 @@ def parse_scenario(
     )
     emu = _emu(_Table(top.raw("emu", {}), "emu", source))
     ns3 = parse_ns3_table(_Table(top.raw("ns3", {}), "ns3", source))
-    top.done(("name", "description", "seed", "backend", "connections", "topology", "jobs",
-              "background", "failures", "emu", "ns3"))
+    top.done(("name", "description", "seed", "backend", "connections", "sharing", "topology",
+              "jobs", "background", "failures", "emu", "ns3"))
     return Scenario(name, description, seed, backend, topology, tuple(jobs), background,
-                    failures, source, emu, ns3)
+                    failures, source, emu, ns3, sharing)
 
 
 def _emu(t: _Table) -> EmuSpec:
