@@ -56,9 +56,11 @@ class TcpModel:
     startup_s : float
         Idle time of every finite flow before it starts sending, >= 0.
     long_lived_extra : float
-        The extra max-min weight, >= 0, that the long-lived flows into one host share: the
-        first of them (while it runs) has weight ``1 + long_lived_extra``, the others 1, as
-        every finite flow.
+        The extra max-min weight, >= 0, that the long-lived flows into one host share: a
+        long-lived flow started while no other one into its destination runs has weight
+        ``1 + long_lived_extra``, every other flow weight 1. (If that flow stops while later
+        ones still run, the extra is gone until they all have stopped: background flows that
+        start and stop together, the case fitted, are modelled exactly.)
     """
 
     goodput: float = 1.0

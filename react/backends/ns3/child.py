@@ -54,6 +54,7 @@ class _Child:
         w.AddNodes(int(world["hosts"]), int(world["switches"]))
         for a, b, bps_ab, bps_ba, delay in world["cables"]:
             w.AddCable(int(a), int(b), float(bps_ab), float(bps_ba), float(delay))
+        w.FixRandomStreams(int(world["seed"]))
         for cable, side, at_s, bps in world["rate_changes"]:
             w.ScheduleRate(int(cable), int(side), float(at_s), float(bps))
         self._routes(w, world["routes"])
@@ -122,7 +123,21 @@ class _Child:
                               for node, iface in req["interfaces"]]}
 
 
+def _die_with_parent() -> None:
+    """Ask Linux to kill this process when its parent dies (a parent killed by a signal cannot
+    close us, and a simulation may run for minutes before it reads stdin again)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
 def main() -> None:
+    _die_with_parent()
     replies = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr

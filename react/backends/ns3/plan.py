@@ -192,6 +192,7 @@ def world_request(scenario: Scenario, spec: Ns3Spec, fabric: Fabric,
                 f"ns-3 backend: job {job.name} has {job.connections} connections; at most "
                 f"{MAX_PORT + 1}")
     return {
+        "seed": scenario.seed,
         "hosts": fabric.hosts,
         "switches": fabric.switches,
         "cables": [list(c) for c in fabric.cables],

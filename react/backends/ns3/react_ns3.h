@@ -273,6 +273,25 @@ class World
         return int32_t(m_devices.size() / 2 - 1);
     }
 
+    // Every random stream (RED's marking draws, the IP stack's) from `run`, whatever ran in this
+    // process before: ns-3 numbers streams from a process-wide counter, so without this a world
+    // built after another one would draw different numbers.
+    void FixRandomStreams(uint64_t run)
+    {
+        RngSeedManager::SetSeed(1);
+        RngSeedManager::SetRun(run + 1);
+        InternetStackHelper stack;
+        int64_t next = stack.AssignStreams(m_nodes, 0);
+        for (uint32_t i = 0; i < m_queues.GetN(); ++i)
+        {
+            Ptr<RedQueueDisc> red = DynamicCast<RedQueueDisc>(m_queues.Get(i));
+            if (red)
+            {
+                next += red->AssignStreams(next);
+            }
+        }
+    }
+
     void SetDeviceQueue(uint32_t packets)
     {
         m_deviceQueue = packets;
