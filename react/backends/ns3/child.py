@@ -32,19 +32,22 @@ HEADER = Path(__file__).with_name("react_ns3.h")
 
 class _Child:
     def __init__(self) -> None:
-        from ns import ns  # noqa: F401  (loads every ns-3 module and its headers into cling)
         import cppyy
+        from ns import ns  # noqa: F401  (loads every ns-3 module and its headers into cling)
 
         cppyy.cppdef(HEADER.read_text(encoding="utf-8"))
         self.cppyy = cppyy
         self.world: Any = None
         self.cables: list[list[float]] = []
+        # batches added but not yet reported: id -> (epoch ids, first flow id per epoch, flows)
+        self.pending: dict[str, tuple[list[int], list[int], int]] = {}
 
     def build(self, world: dict[str, Any]) -> dict[str, Any]:
         gbl = self.cppyy.gbl
         if self.world is not None:
             gbl.ns3.Simulator.Destroy()
             self.world = None
+            self.pending.clear()
         w = gbl.react_ns3.World()
         for name, value in world["globals"].items():
             w.SetGlobal(name, value)
@@ -72,42 +75,52 @@ class _Child:
         for node, src, dst, conn, cable, side in routes:
             w.AddRoute(node, src, dst, conn, w.Interface(cable, side))
 
+    def _add_batch(self, batch: dict[str, Any]) -> None:
+        w = self.world
+        self._routes(w, batch["routes"])
+        flows = batch["flows"]
+        epochs: list[int] = []
+        firsts: list[int] = []
+        n_epochs = len(batch["ports"])
+        for k, ports in enumerate(batch["ports"]):
+            e = w.AddEpoch(k == n_epochs - 1)
+            if epochs:
+                w.ChainEpochs(epochs[-1], e, float(batch["gap_s"]))
+            epochs.append(e)
+            first = -1
+            for (src, dst, size), conn in zip(flows, ports, strict=True):
+                f = w.AddFlow(int(src), int(dst), int(conn), int(size), e)
+                first = f if first < 0 else first
+            for flow, before in batch["deps"]:
+                w.AddDependency(first + flow, first + before)
+            firsts.append(first)
+        w.StartEpochAt(epochs[0], float(batch["start_s"]))
+        self.pending[batch["id"]] = (epochs, firsts, len(flows))
+
     def run(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Add the request's batches, then simulate until some pending batch has ended."""
         w = self.world
         if w is None:
             raise RuntimeError("run before build")
-        self._routes(w, req["routes"])
-        flows = req["flows"]
-        epochs = []
-        ids = []
-        n_epochs = len(req["ports"])
-        for k, ports in enumerate(req["ports"]):
-            e = w.AddEpoch(k == n_epochs - 1)
-            if epochs:
-                w.ChainEpochs(epochs[-1], e, float(req["gap_s"]))
-            epochs.append(e)
-            first = None
-            for (src, dst, size), conn in zip(flows, ports, strict=True):
-                f = w.AddFlow(int(src), int(dst), int(conn), int(size), e)
-                first = f if first is None else first
-            for flow, before in req["deps"]:
-                w.AddDependency(first + flow, first + before)
-            ids.append(first)
+        for batch in req["batches"]:
+            self._add_batch(batch)
         misses, drops, marks, events = w.RouteMisses(), w.Drops(), w.Marks(), w.Events()
         wall = time.perf_counter()
-        w.StartEpochAt(epochs[0], float(req["start_s"]))
         now = w.Run()
         wall = time.perf_counter() - wall
-        out = []
-        for e, first in zip(epochs, ids, strict=True):
-            out.append({
+        done = {}
+        for key, (epochs, firsts, n) in list(self.pending.items()):
+            if w.EpochEnd(epochs[-1]) < 0 and not w.Idle():
+                continue  # still running; it ends in a later call (an idle simulator never
+                # ends it: reported unfinished)
+            done[key] = [{
                 "start_s": w.EpochStart(e),
                 "end_s": w.EpochEnd(e),
-                "flows": [[w.FlowStart(first + i), w.FlowEnd(first + i)]
-                          for i in range(len(flows))],
-            })
+                "flows": [[w.FlowStart(first + i), w.FlowEnd(first + i)] for i in range(n)],
+            } for e, first in zip(epochs, firsts, strict=True)]
+            del self.pending[key]
         return {
-            "epochs": out,
+            "done": done,
             "now_s": now,
             "wall_s": wall,
             "events": int(w.Events()) - int(events),

@@ -153,11 +153,6 @@ def tcp_defaults(spec: Ns3Spec) -> dict[str, str]:
 def world_request(scenario: Scenario, spec: Ns3Spec, fabric: Fabric,
                   done: set[tuple[str, str, int]]) -> dict[str, Any]:
     """The ``build`` request for ``scenario``: fabric, defaults, failures, background flows."""
-    if len(scenario.jobs) > 1:
-        raise Ns3UnsupportedError(
-            f"ns-3 backend: {scenario.source} has {len(scenario.jobs)} jobs; several jobs on one "
-            "ns-3 network are not supported yet (run each job in its own scenario, or use the "
-            "sim backend)")
     rate_changes = []
     for f in scenario.failures:
         if f.capacity_bps <= 0:

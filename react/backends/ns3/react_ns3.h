@@ -449,6 +449,12 @@ class World
         return n;
     }
 
+    // Nothing left to simulate (an unfinished epoch then never ends).
+    bool Idle() const
+    {
+        return Simulator::IsFinished();
+    }
+
     uint64_t Events() const
     {
         return Simulator::GetEventCount();
