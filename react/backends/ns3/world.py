@@ -187,7 +187,8 @@ class Ns3Backend:
         ports = [self._rng.integers(0, self.connections, size=len(flows)) for _ in range(epochs)]
         fabric = self.world.fabric
         index = fabric.index
-        pairs = {(host[f.src], host[f.dst], int(p)) for row in ports for f, p in zip(flows, row, strict=True)}
+        pairs = {(host[f.src], host[f.dst], int(p))
+                 for row in ports for f, p in zip(flows, row, strict=True)}
         batch = {
             "flows": [[index[host[f.src]], index[host[f.dst]], max(1, round(s))]
                       for f, s in zip(flows, sizes, strict=True)],
