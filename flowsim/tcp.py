@@ -157,17 +157,17 @@ class TcpNetwork(Network):
             inner = super(TcpNetwork, self).start_flow(src, dst, wire, port=port, path=path,
                                                        tag=tag, tenant=tenant, weight=weight)
             outer.flow_id = inner.flow_id
-            inner.callbacks.append(lambda ev: outer.succeed(self._payload(ev.value, size,
-                                                                          asked)))
+            inner.callbacks.append(lambda ev: self._finish(outer, ev.value, size, asked))
 
         self.env.timeout(model.startup_s).callbacks.append(begin)
         return outer
 
     def _relay(self, inner: FlowDone, size: float, asked: float) -> FlowDone:
         outer = FlowDone(self.env, inner.flow_id)
-        inner.callbacks.append(lambda ev: outer.succeed(self._payload(ev.value, size, asked)))
+        inner.callbacks.append(lambda ev: self._finish(outer, ev.value, size, asked))
         return outer
 
-    def _payload(self, record: FlowRecord, size: float, asked: float) -> FlowRecord:
+    def _finish(self, outer: FlowDone, record: FlowRecord, size: float, asked: float) -> None:
+        """Fire ``outer`` with the wire record translated back to the payload asked for."""
         sent = min(size, record.sent_bytes * self.model.goodput)
-        return replace(record, size_bytes=size, sent_bytes=sent, start_s=asked)
+        outer.succeed(replace(record, size_bytes=size, sent_bytes=sent, start_s=asked))

@@ -178,7 +178,7 @@ class Ns3Process:
         self.close()
 
 
-_SHARED: list[Ns3Process] = []
+_SHARED: list[Ns3Process | None] = []
 
 
 @contextmanager
@@ -188,7 +188,7 @@ def shared_child() -> Iterator[None]:
     Each run still builds a fresh world (time 0, new nodes), so sharing changes no result; it
     only saves the ns-3 import per run. A child that crashed is replaced at the next run.
     """
-    _SHARED.append(None)  # type: ignore[arg-type]  (started lazily by the first run)
+    _SHARED.append(None)  # started lazily by the first run
     try:
         yield
     finally:
