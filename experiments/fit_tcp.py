@@ -12,7 +12,7 @@ The fit (always) reads that file and fits :class:`flowsim.tcp.TcpModel`:
 
 - ``goodput`` is not fitted but derived: 1448 payload bytes per 1502 on the wire (TCP with
   timestamps, IPv4, PPP);
-- ``startup_s`` (whole microseconds, 0-60) minimises the error on the tree without long-lived
+- ``startup_s`` (whole microseconds, 0-100) minimises the error on the tree without long-lived
   flows (star-tree-p0), where the extra weight plays no part;
 - ``long_lived_extra`` (steps of 0.1, 0-4) minimises the largest relative error on the star
   trees with p = 1, 2, 4 long-lived flows into rank 3.
@@ -197,13 +197,13 @@ def fit(reference: dict[str, dict[str, str]]) -> Any:
                        - 1) for c in cases)
 
     # start-up: the congestion-free tree (no long-lived flows, so the extra weight is moot)
-    startup_us = min(range(0, 61), key=lambda us: (
-        worst(TcpModel(goodput=goodput, startup_s=us * 1e-6), FIT_STARTUP), us))
+    startup_us = min(range(0, 101), key=lambda us: (
+        worst(TcpModel(goodput=goodput, startup_s=us / 1e6), FIT_STARTUP), us))
     extras = np.round(np.arange(0.0, 4.01, 0.1), 1)
     extra = min(extras, key=lambda x: (worst(TcpModel(goodput=goodput,
-                                                      startup_s=startup_us * 1e-6,
+                                                      startup_s=startup_us / 1e6,
                                                       long_lived_extra=float(x)), FIT_EXTRA), x))
-    return TcpModel(goodput=goodput, startup_s=startup_us * 1e-6, long_lived_extra=float(extra))
+    return TcpModel(goodput=goodput, startup_s=startup_us / 1e6, long_lived_extra=float(extra))
 
 
 def table(reference: dict[str, dict[str, str]], model: Any) -> list[dict[str, Any]]:

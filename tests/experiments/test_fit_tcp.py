@@ -1,6 +1,7 @@
 """experiments/fit_tcp.py: the TCP-aware mode's parameters come out of the committed ns-3 data."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ def load(name):
     path = Path(__file__).resolve().parents[2] / "experiments" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"experiment_{name}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
