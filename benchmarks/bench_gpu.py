@@ -17,6 +17,14 @@ Run one process per GPU (torchrun sets the ranks)::
    repetitions) and ``loop`` (``K`` calls back to back, one synchronise at the end; the slowest
    rank's mean per call, median over blocks).
    Algorithm bandwidth = message bytes / time (GB/s, 10^9).
+3. The cost of a pattern switch, at the largest size, each as a ratio to one steady epoch of
+   the same pattern measured in the same loop (``sync`` clock): ``prepare`` (a pattern
+   RCollective has not seen: verify, plan, staging buffers, events; host time), ``first`` (the
+   first epoch on it minus a steady one: first use of its buffers and events), and ``new
+   lanes`` (what a switch would cost if it needed new NCCL communicators: ``new_group`` for
+   every lane, the first collective on each, and the first point-to-point exchange between the
+   ring neighbours on it, which sets up NCCL's p2p connections). RCollective makes its lanes
+   once at start, so a switch pays only ``prepare`` and ``first``.
 
 Rank 0 writes ``gpu_bench.json`` (everything) and ``gpu_bench.md`` (the tables) under DIR.
 """
@@ -144,6 +152,76 @@ def bench(sizes, patterns, reps: int, loop_calls: int, loop_blocks: int) -> list
     return rows
 
 
+def switch_costs(size: int, reps: int) -> dict:
+    """Section 3 of the module docstring: the switch's parts against one steady epoch."""
+    import torch
+
+    from react.backends.gpu.collective import GpuCollective
+    from react.pattern import Pattern
+
+    dist = torch.distributed
+    host = dist.new_group(backend="gloo")
+    n, me = dist.get_world_size(), dist.get_rank()
+    buf = torch.zeros(size // 4, dtype=torch.float32, device="cuda")
+    coll = GpuCollective(timing=True)
+    names = PATTERNS
+    epoch = 0
+    rows = {k: [] for k in ("steady", "prepare", "first", "lanes", "lanes_p2p")}
+    try:
+        warm = {name: generator(name)(n) for name in names}
+        for p in warm.values():
+            for _ in range(3):
+                coll.run(p, buf, epoch).timings()
+                epoch += 1
+        for k in range(reps):
+            name = names[k % len(names)]
+            dist.barrier(group=host)
+            t0 = time.perf_counter()
+            coll.run(warm[name], buf, epoch).timings()
+            rows["steady"].append(time.perf_counter() - t0)
+            epoch += 1
+            fresh = Pattern.from_dict(warm[name].to_dict())  # equal, but never seen: no cache
+            dist.barrier(group=host)
+            t0 = time.perf_counter()
+            coll._prepare(fresh, buf, epoch)
+            rows["prepare"].append(time.perf_counter() - t0)
+            dist.barrier(group=host)
+            t0 = time.perf_counter()
+            coll.run(fresh, buf, epoch).timings()
+            rows["first"].append(time.perf_counter() - t0 - rows["steady"][-1])
+            epoch += 1
+        part = buf.numel() // n
+        scratch = torch.empty(part, dtype=buf.dtype, device=buf.device)
+        for _ in range(max(1, reps // 4)):
+            dist.barrier(group=host)
+            t0 = time.perf_counter()
+            lanes = [dist.new_group(list(range(n)), backend="nccl") for _ in range(coll.lanes)]
+            for g in lanes:
+                dist.all_reduce(torch.zeros(1, device="cuda"), group=g)
+            torch.cuda.synchronize()
+            t1 = time.perf_counter()
+            for g in lanes:
+                ops = [dist.P2POp(dist.isend, buf[:part], (me + 1) % n, group=g),
+                       dist.P2POp(dist.irecv, scratch, (me - 1) % n, group=g)]
+                for w in dist.batch_isend_irecv(ops):
+                    w.wait()
+            torch.cuda.synchronize()
+            rows["lanes"].append(t1 - t0)
+            rows["lanes_p2p"].append(time.perf_counter() - t0)
+            for g in lanes:
+                dist.destroy_process_group(g)
+        out = {"message_bytes": size, "reps": reps, "lanes": coll.lanes}
+        for key, values in rows.items():
+            out[key + "_s"] = statistics.median(_slowest(dist, host, values))
+        steady = out["steady_s"]
+        for key in ("prepare", "first", "lanes", "lanes_p2p"):
+            out[key + "_vs_epoch"] = out[key + "_s"] / steady
+        return out
+    finally:
+        coll.close()
+        dist.destroy_process_group(host)
+
+
 def _line(row: dict) -> str:
     parts = [f"{row['pattern']} {row['message_bytes'] / 1e6:g} MB:"]
     for v in VARIANTS:
@@ -169,6 +247,17 @@ def markdown(rows: list[dict], check: dict, meta: dict) -> str:
             ratio_on = r["on"][clock + "_s"] / r["off"][clock + "_s"]
             out.append(f"| {clock} | {r['pattern']} | {r['message_bytes'] / 1e6:g} | "
                        + " | ".join(cells) + f" | {ratio_bw:.2f} | {ratio_on:.2f} |")
+    sw = meta.get("switch")
+    if sw:
+        out += ["", f"Pattern switch at {sw['message_bytes'] / 1e6:g} MB (median of "
+                f"{sw['reps']}; x = multiples of one steady epoch, {sw['steady_s'] * 1e3:.3f} "
+                "ms, sync clock):", "",
+                "| prepare (new pattern) | first epoch extra | new lanes + first collective | "
+                "+ first p2p |", "| --- | --- | --- | --- |",
+                f"| {sw['prepare_s'] * 1e3:.3f} ms ({sw['prepare_vs_epoch']:.2f}x) | "
+                f"{sw['first_s'] * 1e3:.3f} ms ({sw['first_vs_epoch']:.2f}x) | "
+                f"{sw['lanes_s'] * 1e3:.1f} ms ({sw['lanes_vs_epoch']:.0f}x) | "
+                f"{sw['lanes_p2p_s'] * 1e3:.1f} ms ({sw['lanes_p2p_vs_epoch']:.0f}x) |"]
     out += ["", "Host time inside one call (posting only), ms:", "",
             "| pattern | MB | " + " | ".join(VARIANTS) + " |",
             "| --- | --- |" + " --- |" * len(VARIANTS)]
@@ -185,6 +274,8 @@ def main() -> int:
     parser.add_argument("--loop-calls", type=int, default=20)
     parser.add_argument("--loop-blocks", type=int, default=9)
     parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES_BYTES))
+    parser.add_argument("--switch-reps", type=int, default=20,
+                        help="repetitions of the pattern-switch measurement (0: skip it)")
     args = parser.parse_args()
     import torch
 
@@ -200,8 +291,9 @@ def main() -> int:
         if rank == 0:
             print(f"selfcheck: {len(check['checked'])} checks passed in {check_s:.1f} s",
                   flush=True)
-        rows = bench([int(s) for s in args.sizes.split(",")], PATTERNS, args.reps,
-                     args.loop_calls, args.loop_blocks)
+        sizes = [int(s) for s in args.sizes.split(",")]
+        rows = bench(sizes, PATTERNS, args.reps, args.loop_calls, args.loop_blocks)
+        switch = switch_costs(max(sizes), args.switch_reps) if args.switch_reps > 0 else None
     except ReactError as exc:
         print(f"rank {rank}: {exc}", file=sys.stderr)
         close_gpu_world()
@@ -213,7 +305,7 @@ def main() -> int:
                 "gpus": ", ".join(sorted({torch.cuda.get_device_name(i)
                                           for i in range(torch.cuda.device_count())})),
                 "host": platform.node(), "reps": args.reps, "loop_calls": args.loop_calls,
-                "loop_blocks": args.loop_blocks, "selfcheck_s": check_s,
+                "loop_blocks": args.loop_blocks, "selfcheck_s": check_s, "switch": switch,
                 "env": {k: os.environ.get(k) for k in ("NCCL_NVLS_ENABLE",
                                                        "TORCH_SYMM_MEM_DISABLE_MULTICAST",
                                                        "NVSHMEM_DISABLE_NVLS")}}

@@ -10,31 +10,49 @@ One step of the loop (§5.4.1, §5.4.2):
 1. If the last decision put a new pattern on trial, compare its observed mean collective time
    ``T1`` with the time ``T0`` of the pattern it came from. Keep it only if
    ``T1 * (1 + tau_r) <= T0`` (each change must earn at least ``tau_r``); otherwise revert to the
-   old pattern, remember the swaps as tried for it, and explore again from it with its own batch.
-2. Explore: detect congested flows (:mod:`react.detect`); compute the critical paths of every
-   epoch and of the batch-mean FCTs (:mod:`react.critical`); take the congested flows on those
-   paths; rank their TEN vertices ``(t, r)`` by how many steady, then how many congested flows
-   touch them. For each vertex in turn, draw candidate swaps of rank ``r`` from the pattern's
+   old pattern and remember the swaps as failed *for that pattern and that congestion picture*.
+   The reverted pattern runs one batch before the next exploration, so every trial is judged
+   against a fresh measurement of its base.
+2. Explore: detect congested flows (:mod:`react.detect`, classes by degree and flow size);
+   compute the critical paths of every epoch and of the batch-mean FCTs (:mod:`react.critical`);
+   take the congested flows on those paths (Algorithm 1: ``X = C ∩ P``) and rank the TEN vertices
+   at their ends by the *evidence* that the end is the congested one: the share of that rank's
+   flows in that direction (into it for the receiver, out of it for the sender) that are steady,
+   then any, congested — a rank whose inbound link is congested has all its inbound flows slow,
+   the healthy sender of one of them has only that one; ties go to the receiver. For each vertex
+   in turn, draw candidate swaps of its rank from the pattern's
    :class:`~react.swapspace.SwapSpace` in priority order (position-equivalent, chunk-local,
-   global; degree-lowering "green" ones first; random order within a class) and estimate each
-   with the §5.4.1 model (:mod:`react.estimate`) on the critical paths mapped through the swap.
-   Accept a swap if the mean estimated path time drops by at least ``(1 + epsilon)``; stop after
-   ``Kt`` trials or ``max_accepted`` accepted swaps. The result is put on trial for the next batch.
-3. Bookkeeping: ``Kt`` grows by ``trials_growth`` with every exploration; after ``Emax``
-   explorations in a row that were reverted the controller settles on its pattern, and after
-   ``Emax`` quiet batches it explores again; FCT history older than ``H`` epochs is dropped; a
-   steady-congested rank whose congestion a kept swap resolved is never again used as a swap
-   partner.
+   global; degree-lowering "green" ones first; random order within a class), never with a
+   steady-congested partner nor one that failed before under this picture, and estimate each
+   candidate pattern's collective time as the critical path of the FCTs the §5.4.1 model
+   (:mod:`react.estimate`) predicts for all its flows. Accept a swap if that estimate drops by at
+   least ``(1 + epsilon)``; stop after ``Kt`` trials or ``max_accepted`` accepted swaps. The result
+   is put on trial for the next batch.
+3. Settling: after ``Emax`` fruitless explorations in a row (reverted, or nothing estimated to
+   gain) the controller settles on its pattern and explores again only when the congestion
+   picture changes (the set of congested ends, compared by Jaccard similarity against
+   ``picture_overlap``) or the collective time rises more than ``tau_r`` above the settled time.
+   ``Kt`` grows by ``trials_growth`` with every exploration; FCT history older than ``H`` epochs is
+   dropped; a steady-congested rank whose congestion a kept swap resolved is never again used as
+   a swap partner.
 
-Choices where the paper is silent, all in :class:`ControllerConfig`: ``max_accepted`` (the
-Algorithm 1 bound ``Kmax``/``Amax`` has no value in Table 3; 4 here), the growth of ``Kt`` (+5 per
-exploration), and that a rank already moved in this batch is not moved again in it.
+Where this differs from the paper on purpose (each with its reason and a measurement in
+docs/deviations.md): the congested end is targeted by evidence (§5.4.1 ranks vertices by counts
+only, which sends ties to the healthy sender); failures are remembered per congestion picture
+and settling lasts until the picture changes (the paper clears its tabu list and re-explores
+after ``Emax`` quiet batches, which retries the same failures forever under steady congestion);
+the base pattern is re-measured after a revert; candidates are judged on the whole pattern's
+estimated critical path, not on the current critical paths mapped through the swap (a swap can
+make another path critical); an unseen pair is priced from its endpoints' links
+(:mod:`react.estimate`). ``max_accepted`` (Algorithm 1's ``Kmax``/``Amax`` has no value in
+Table 3; 4 here), the growth of ``Kt`` (+5 per exploration), and that a rank already moved in
+this batch is not moved again in it are choices where the paper is silent.
 """
 
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal
@@ -43,14 +61,19 @@ import numpy as np
 
 from react.backends.base import EpochResult
 from react.critical import critical_path
-from react.detect import detect_congestion
+from react.detect import CongestionReport, detect_congestion
 from react.errors import ReactError
-from react.estimate import FctHistory, FctModel
+from react.estimate import UNSEEN_RULES, FctHistory, FctModel
 from react.pattern import Flow, Pattern
 from react.swapspace import Direction, SwapSpace
-from react.transforms import GlobalSwap, PositionSwap, Swap
+from react.transforms import Swap
 
 Action = Literal["keep", "try", "revert", "revert_try", "settled"]
+"""``revert_try`` (back and a new trial in one step) is no longer decided, since a reverted base is
+re-measured first; it remains a valid action so that decision logs of earlier versions load."""
+
+End = tuple[int, str]
+"""A congested end: ``(rank, "in")`` for a rank's inbound side, ``(rank, "out")`` for outbound."""
 
 
 class ConfigError(ReactError, ValueError):
@@ -73,14 +96,30 @@ class ControllerConfig:
     epsilon : float
         Minimum estimated improvement to accept a swap (0.05).
     history_epochs : int
-        ``H``, epochs of FCT history kept (60).
+        ``H``, epochs of FCT history kept (60); at least two batches (a trial and its base).
     exploration_rounds : int
-        ``Emax``, reverted explorations in a row before settling, and quiet batches before
-        exploring again (5).
+        ``Emax``, fruitless explorations in a row (reverted, or nothing estimated to gain) before
+        settling (5).
     max_accepted : int
         Swaps accepted per exploration (Algorithm 1's bound; not given in Table 3; 4).
     revert_threshold : float
-        ``tau_r``: a tried pattern must be observed at least this much faster, else revert (0.05).
+        ``tau_r``: a tried pattern must be observed at least this much faster, else revert; a
+        settled job explores again when its time rises more than this (0.05).
+    picture_overlap : float
+        Two congestion pictures (sets of congested ends) are the same when their Jaccard
+        similarity is at least this (0.5): failures are remembered per picture, and a settled
+        job explores again when the picture is no longer the same. In (0, 1].
+    size_aware_detection : bool
+        Detection classes by degree and flow size (True) or, as Eq. 1, by degree alone.
+    unseen_pairs : str
+        How the estimate prices a never-observed (src, dst) pair: ``"links"`` (from its
+        endpoints' observed links, default) or ``"degree_median"`` (the paper's rule).
+    search_width : int
+        Patterns kept at each depth of the exploration's beam search (4): at each depth ``Kt``
+        single swaps of congested ranks are estimated, split over the beam's patterns, and
+        those no worse than their parent go on, up to ``max_accepted`` swaps deep (so at most
+        ``Kt x max_accepted`` estimates per exploration). Width 1 is close to Algorithm 1's
+        greedy walk, but still accepts estimate-neutral steps.
     apply_delay_epochs : int
         Epochs a new pattern takes to reach every rank (5 in the paper's GPU prototype, §6.3;
         0 in simulation). Applied by the job driver, which keeps the old pattern meanwhile.
@@ -98,31 +137,53 @@ class ControllerConfig:
     exploration_rounds: int = 5
     max_accepted: int = 4
     revert_threshold: float = 0.05
+    picture_overlap: float = 0.5
+    size_aware_detection: bool = True
+    unseen_pairs: str = "links"
+    search_width: int = 4
     apply_delay_epochs: int = 0
     seed: int = 0
 
     def __post_init__(self) -> None:
         positive = ("batch_epochs", "trials", "history_epochs", "exploration_rounds",
-                    "max_accepted")
-        non_negative = ("trials_growth", "apply_delay_epochs")
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name in positive + non_negative + ("seed",):
-                if not isinstance(value, int) or isinstance(value, bool):
-                    raise ConfigError(
-                        f"ControllerConfig: {f.name} must be an integer, got {value!r}"
-                    )
-                if f.name in positive and value < 1:
-                    raise ConfigError(f"ControllerConfig: {f.name} must be >= 1, got {value}")
-                if f.name in non_negative and value < 0:
-                    raise ConfigError(f"ControllerConfig: {f.name} must be >= 0, got {value}")
-            else:
-                if not isinstance(value, (int, float)) or isinstance(value, bool) or not (
-                    0 <= value < 1
-                ):
-                    raise ConfigError(
-                        f"ControllerConfig: {f.name} must be a number in [0, 1), got {value!r}"
-                    )
+                    "max_accepted", "search_width")
+        non_negative = ("trials_growth", "apply_delay_epochs", "seed")
+        fractions = ("delta1", "delta2", "epsilon", "revert_threshold")
+        for name in positive + non_negative:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ConfigError(f"ControllerConfig: {name} must be an integer, got {value!r}")
+            if name in positive and value < 1:
+                raise ConfigError(f"ControllerConfig: {name} must be >= 1, got {value}")
+            if name in non_negative and value < 0:
+                raise ConfigError(f"ControllerConfig: {name} must be >= 0, got {value}")
+        for name in fractions:
+            value = getattr(self, name)
+            if not _is_number(value) or not 0 <= value < 1:
+                raise ConfigError(
+                    f"ControllerConfig: {name} must be a number in [0, 1), got {value!r}"
+                )
+        if not _is_number(self.picture_overlap) or not 0 < self.picture_overlap <= 1:
+            raise ConfigError(
+                "ControllerConfig: picture_overlap must be a number in (0, 1], got "
+                f"{self.picture_overlap!r}"
+            )
+        if not isinstance(self.size_aware_detection, bool):
+            raise ConfigError(
+                "ControllerConfig: size_aware_detection must be true or false, got "
+                f"{self.size_aware_detection!r}"
+            )
+        if self.unseen_pairs not in UNSEEN_RULES:
+            raise ConfigError(
+                f"ControllerConfig: unseen_pairs must be one of {list(UNSEEN_RULES)}, got "
+                f"{self.unseen_pairs!r}"
+            )
+        if self.history_epochs < 2 * self.batch_epochs:
+            raise ConfigError(
+                f"ControllerConfig: history_epochs ({self.history_epochs}) must hold at least "
+                f"two batches (2 x batch_epochs = {2 * self.batch_epochs}): a trial is estimated "
+                "from its base batch and judged against it"
+            )
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], *, where: str = "react") -> ControllerConfig:
@@ -134,6 +195,10 @@ class ControllerConfig:
                     f"{where}: unknown parameter {key!r}; expected one of {sorted(known)}"
                 )
         return cls(**dict(values))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,10 +223,10 @@ class Decision:
 @dataclass(frozen=True, slots=True)
 class _Trial:
     base_pattern: Pattern
-    base_batch: tuple[EpochResult, ...]
     base_time_s: float
     swaps: tuple[Swap, ...]
     resolved_steady: frozenset[int]
+    picture: frozenset[End]
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +236,23 @@ class _Exploration:
     estimate_before_s: float
     estimate_after_s: float
     resolved_steady: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
+class _Path:
+    """A pattern the exploration reached from the observed one, and how."""
+
+    estimate_s: float
+    pattern: Pattern
+    swaps: tuple[Swap, ...]
+    moved: frozenset[int]
+    resolved: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    picture: frozenset[End]
+    time_s: float
 
 
 class Controller:
@@ -191,21 +273,25 @@ class Controller:
     6
     """
 
+    _FAILURES_PER_PATTERN = 64
+    _SPACES_CACHED = 64
+
     def __init__(self, pattern: Pattern, config: ControllerConfig | None = None) -> None:
         self.config = config or ControllerConfig()
         self.pattern = pattern
         self.decisions: list[Decision] = []
-        self._history = FctHistory(self.config.history_epochs)
+        self._history = FctHistory(self.config.history_epochs, unseen=self.config.unseen_pairs)
         self._rng = np.random.default_rng(self.config.seed)
         self._spaces: OrderedDict[tuple[Flow, ...], SwapSpace] = OrderedDict()
         self._space(pattern, check=True)
         self._trial: _Trial | None = None
-        self._tabu: dict[tuple[Flow, ...], set[Swap]] = {}
+        self._failed: dict[tuple[Flow, ...], list[tuple[frozenset[End], frozenset[Swap]]]] = {}
         self._excluded: set[int] = set()
         self._explorations = 0
-        self._reverted_in_a_row = 0
-        self._settled = False
-        self._quiet = 0
+        self._fruitless = 0
+        self._settled: _Settled | None = None
+        self._times: dict[tuple[Flow, ...], deque[tuple[int, float]]] = {}
+        self._round: list[tuple[float, Pattern, tuple[Swap, ...]]] = []
 
     # -- the loop ------------------------------------------------------------------------------
     def observe(self, batch: Sequence[EpochResult]) -> Decision:
@@ -214,11 +300,11 @@ class Controller:
         batch = tuple(batch)
         if not batch:
             raise ReactError("Controller.observe: the batch is empty, expected >= 1 epoch")
-        times = np.array([r.collective_time_s for r in batch])
-        mean_time = float(times.mean())
+        mean_time = float(np.mean([r.collective_time_s for r in batch]))
         index = len(self.decisions)
         self._history.add(self.pattern, batch)
-        prefix: list[str] = []
+        self._record_time(index, self.pattern, mean_time)
+        notes: list[str] = []
         observed_gain = None
 
         if self._trial is not None:
@@ -226,51 +312,59 @@ class Controller:
             observed_gain = trial.base_time_s / mean_time - 1.0
             what = ", ".join(s.describe() for s in trial.swaps)
             if mean_time * (1.0 + cfg.revert_threshold) > trial.base_time_s:
-                self._tabu.setdefault(trial.base_pattern.flows, set()).update(trial.swaps)
+                self._remember_failure(trial)
+                tried = self.pattern
+                self._round.append((mean_time, tried, trial.swaps))
                 self.pattern = trial.base_pattern
-                self._reverted_in_a_row += 1
-                prefix.append(
+                notes.append(
                     f"reverted {what}: observed {_us(mean_time)} vs {_us(trial.base_time_s)} "
                     f"before ({observed_gain:+.1%}, needed at least {cfg.revert_threshold:+.0%})"
                 )
-                if self._reverted_in_a_row >= cfg.exploration_rounds:
-                    self._settled = True
-                    self._quiet = 0
-                    prefix.append(
-                        f"{cfg.exploration_rounds} explorations in a row did not pay off: "
-                        "settling on this pattern"
-                    )
-                    return self._decide(index, "revert", prefix, mean_time, observed_gain)
-                found = self._explore(trial.base_pattern, trial.base_batch, prefix)
-                if found is None:
-                    return self._decide(index, "revert", prefix, mean_time, observed_gain)
-                return self._start_trial(
-                    index, "revert_try", found, trial.base_pattern, trial.base_batch,
-                    trial.base_time_s, prefix, mean_time, observed_gain,
-                )
-            self._reverted_in_a_row = 0
+                self._count_fruitless(notes, trial.picture, trial.base_time_s)
+                # Settling may pick the pattern just tried, which then simply stays.
+                action: Action = "keep" if self.pattern == tried else "revert"
+                return self._decide(index, action, notes, mean_time, observed_gain)
+            self._fruitless = 0
+            self._round.clear()
             self._excluded |= trial.resolved_steady
-            prefix.append(
+            notes.append(
                 f"kept {what}: observed {_us(mean_time)} vs {_us(trial.base_time_s)} before "
                 f"({observed_gain:+.1%})"
             )
 
-        if self._settled:
-            self._quiet += 1
-            if self._quiet < cfg.exploration_rounds:
-                prefix.append(f"settled ({self._quiet}/{cfg.exploration_rounds} quiet batches)")
-                return self._decide(index, "settled", prefix, mean_time, observed_gain)
-            self._settled = False
-            self._reverted_in_a_row = 0
-            self._tabu.clear()
-            prefix.append(f"{cfg.exploration_rounds} quiet batches: exploring again")
+        report = self._detect(self.pattern, batch)
+        picture = _picture(self.pattern, report)
+        if self._settled is not None:
+            why = self._unsettle_reason(picture, mean_time)
+            if why is None:
+                notes.append("settled: the congestion picture and the collective time are as "
+                             "when it settled")
+                return self._decide(index, "settled", notes, mean_time, observed_gain)
+            self._settled = None
+            self._fruitless = 0
+            notes.append(f"{why}: exploring again")
 
-        found = self._explore(self.pattern, batch, prefix)
+        found = self._explore(self.pattern, batch, report, notes)
         if found is None:
-            return self._decide(index, "keep", prefix, mean_time, observed_gain)
-        return self._start_trial(
-            index, "try", found, self.pattern, batch, mean_time, prefix, mean_time, observed_gain
+            if report.congested:
+                self._count_fruitless(notes, picture, mean_time)
+            return self._decide(index, "keep", notes, mean_time, observed_gain)
+        base_time = self._recent_time(index, self.pattern)
+        self._trial = _Trial(self.pattern, base_time, found.swaps, found.resolved_steady, picture)
+        self.pattern = found.pattern
+        decision = Decision(
+            batch=index, action="try", pattern=found.pattern, reason="; ".join(notes),
+            swaps=found.swaps,
+            estimated_gain=found.estimate_before_s / found.estimate_after_s - 1.0,
+            observed_gain=observed_gain, mean_time_s=mean_time,
         )
+        self.decisions.append(decision)
+        return decision
+
+    @property
+    def settled(self) -> bool:
+        """Whether the controller has settled (explores again only when congestion changes)."""
+        return self._settled is not None
 
     # -- pieces --------------------------------------------------------------------------------
     def _decide(self, index: int, action: Action, notes: list[str], mean_time: float,
@@ -282,21 +376,79 @@ class Controller:
         self.decisions.append(decision)
         return decision
 
-    def _start_trial(
-        self, index: int, action: Action, found: _Exploration, base: Pattern,
-        base_batch: tuple[EpochResult, ...], base_time: float, notes: list[str],
-        mean_time: float, observed_gain: float | None,
-    ) -> Decision:
-        self._trial = _Trial(base, base_batch, base_time, found.swaps, found.resolved_steady)
-        self.pattern = found.pattern
-        gain = found.estimate_before_s / found.estimate_after_s - 1.0
-        decision = Decision(
-            batch=index, action=action, pattern=found.pattern, reason="; ".join(notes),
-            swaps=found.swaps, estimated_gain=gain, observed_gain=observed_gain,
-            mean_time_s=mean_time,
+    def _detect(self, pattern: Pattern, batch: Sequence[EpochResult]) -> CongestionReport:
+        cfg = self.config
+        return detect_congestion(pattern, batch, delta1=cfg.delta1, delta2=cfg.delta2,
+                                 size_aware=cfg.size_aware_detection)
+
+    def _record_time(self, index: int, pattern: Pattern, mean_time: float) -> None:
+        times = self._times.setdefault(pattern.flows, deque())
+        times.append((index, mean_time))
+        horizon = index - self.config.history_epochs // self.config.batch_epochs
+        while times and times[0][0] <= horizon:
+            times.popleft()
+        if len(self._times) > self._SPACES_CACHED:
+            stale = [k for k, v in self._times.items() if not v or v[-1][0] <= horizon]
+            for key in stale:
+                del self._times[key]
+
+    def _recent_time(self, index: int, pattern: Pattern) -> float:
+        """Mean collective time of ``pattern`` over its batches in the last ``H`` epochs.
+
+        A trial is judged against this, not against one batch: under ECMP a pattern's batch
+        means vary by several percent, and one lucky or unlucky base batch decides the trial.
+        """
+        times = self._times[pattern.flows]
+        return float(np.mean([t for _i, t in times]))
+
+    def _count_fruitless(self, notes: list[str], picture: frozenset[End], time_s: float) -> None:
+        """One more fruitless exploration; settle after ``Emax`` of them in a row.
+
+        Settling picks the best pattern measured in the round: a trial that was faster than its
+        base by less than ``tau_r`` was reverted, but if it is the fastest pattern seen, keeping
+        it costs nothing and earns its gain for as long as the picture lasts.
+        """
+        self._fruitless += 1
+        if self._fruitless < self.config.exploration_rounds:
+            return
+        best = min(self._round, key=lambda t: t[0], default=None)
+        if best is not None and best[0] < time_s:
+            best_time, best_pattern, swaps = best
+            self.pattern = best_pattern
+            notes.append(
+                f"settling on the fastest pattern of this round "
+                f"({', '.join(s.describe() for s in swaps)}: observed {_us(best_time)} vs "
+                f"{_us(time_s)})"
+            )
+            time_s = best_time
+        self._round.clear()
+        self._settled = _Settled(picture, time_s)
+        notes.append(
+            f"{self._fruitless} explorations in a row did not pay off: settling until the "
+            "congestion picture changes"
         )
-        self.decisions.append(decision)
-        return decision
+
+    def _unsettle_reason(self, picture: frozenset[End], mean_time: float) -> str | None:
+        settled = self._settled
+        assert settled is not None
+        if not _same_picture(picture, settled.picture, self.config.picture_overlap):
+            return (f"the congestion picture changed ({_describe_picture(settled.picture)} -> "
+                    f"{_describe_picture(picture)})")
+        if mean_time > settled.time_s * (1.0 + self.config.revert_threshold):
+            return (f"the collective time rose to {_us(mean_time)} from {_us(settled.time_s)} "
+                    "when it settled")
+        return None
+
+    def _remember_failure(self, trial: _Trial) -> None:
+        failures = self._failed.setdefault(trial.base_pattern.flows, [])
+        failures.append((trial.picture, frozenset(trial.swaps)))
+        del failures[:-self._FAILURES_PER_PATTERN]
+
+    def _failed_under(self, pattern: Pattern, picture: frozenset[End]) -> set[Swap]:
+        """Swaps that failed on ``pattern`` under a picture the same as ``picture``."""
+        overlap = self.config.picture_overlap
+        return {swap for seen, swaps in self._failed.get(pattern.flows, ())
+                if _same_picture(seen, picture, overlap) for swap in swaps}
 
     def swap_space(self, pattern: Pattern) -> SwapSpace:
         """The (cached) swap space of ``pattern``; its ``build_all()`` precomputes all ranks."""
@@ -308,18 +460,18 @@ class Controller:
         if space is None:
             space = SwapSpace(pattern, check=check)
             self._spaces[key] = space
-            if len(self._spaces) > 16:
+            if len(self._spaces) > self._SPACES_CACHED:
                 self._spaces.popitem(last=False)
         else:
             self._spaces.move_to_end(key)
         return space
 
     def _explore(
-        self, pattern: Pattern, batch: tuple[EpochResult, ...], notes: list[str]
+        self, pattern: Pattern, batch: tuple[EpochResult, ...], report: CongestionReport,
+        notes: list[str],
     ) -> _Exploration | None:
         """Algorithm 1 on ``pattern`` with ``batch``'s observations; None if nothing helps."""
         cfg = self.config
-        report = detect_congestion(pattern, batch, delta1=cfg.delta1, delta2=cfg.delta2)
         if not report.congested:
             notes.append("no congestion detected")
             return None
@@ -329,7 +481,7 @@ class Controller:
         on_path = {i for p in paths for i in p}
         worst = sorted(report.flows, key=lambda c: (c.kind != "steady", c.p90_bps))[0]
         notes.append(f"{len(report.flows)} congested flow(s), e.g. {worst.describe()}")
-        vertices = _rank_vertices(pattern, report.flows, on_path)
+        vertices = _rank_vertices(pattern, report, on_path)
         if not vertices:
             notes.append("none of them is on a critical path")
             return None
@@ -337,58 +489,77 @@ class Controller:
         budget = cfg.trials + cfg.trials_growth * (self._explorations - 1)
         model = self._history.model()
         message = batch[0].message_bytes
-        current = pattern
-        # The B+1 critical paths as one weighted flow set: the mean of the paths' summed FCTs
-        # is the sum over flows of (times the flow appears / number of paths) x its FCT.
-        current_paths: dict[Flow, float] = {}
-        for p in paths:
-            for i in p:
-                flow = pattern.flows[i]
-                current_paths[flow] = current_paths.get(flow, 0.0) + 1.0 / len(paths)
-        before = after = _mean_path_time(model, current, current_paths, message)
+        before = _estimated_time(model, pattern, message)
         blocked = self._excluded | report.steady_inbound | report.steady_outbound
-        tabu = self._tabu.get(pattern.flows, set())
-        accepted: list[Swap] = []
-        moved: set[int] = set()
-        resolved: set[int] = set()
-        trials = 0
-        for (_step, rank), vertex in vertices:
-            if trials >= budget or len(accepted) >= cfg.max_accepted:
+        failed = self._failed_under(pattern, _picture(pattern, report))
+        steady = report.steady_inbound | report.steady_outbound
+        start = _Path(before, pattern, (), frozenset(), frozenset())
+        best, beam, trials = start, [start], 0
+        seen = {pattern.flows}
+        for _level in range(cfg.max_accepted):
+            children: list[_Path] = []
+            share = -(-budget // len(beam))  # Kt estimates per level, split over the beam
+            for parent in beam:
+                trials += self._expand(parent, vertices, share, blocked, failed, steady, model,
+                                       message, seen, children)
+            if not children:
                 break
-            if rank in moved:
+            children.sort(key=lambda c: c.estimate_s)
+            beam = children[: cfg.search_width]
+            if beam[0].estimate_s < best.estimate_s:
+                best = beam[0]
+        if best.estimate_s * (1.0 + cfg.epsilon) > before:
+            notes.append(f"no swaps are estimated to gain {cfg.epsilon:.0%} ({trials} tried)")
+            return None
+        notes.append(
+            f"{' + '.join(s.describe() for s in best.swaps)}: estimated collective time "
+            f"{_us(before)} -> {_us(best.estimate_s)} ({trials} swap(s) estimated)"
+        )
+        return _Exploration(best.pattern, best.swaps, before, best.estimate_s, best.resolved)
+
+    def _expand(
+        self, parent: _Path, vertices: Sequence[_Vertex], budget: int, blocked: set[int],
+        failed: set[Swap], steady: frozenset[int], model: FctModel, message: float,
+        seen: set[tuple[Flow, ...]], children: list[_Path],
+    ) -> int:
+        """Estimate up to ``budget`` single swaps from ``parent``; keep those no worse than it.
+
+        A swap joins ``children`` when its estimate is at most the parent's: a step that only
+        keeps the estimate level can open the way to a gain two swaps away (two congested ranks
+        on parallel critical paths: moving either alone shortens nothing). Returns the number
+        of estimates made.
+        """
+        trials = 0
+        space = self._space(parent.pattern)
+        for vertex in vertices:
+            rank = vertex.rank
+            if rank in parent.moved:
                 continue
-            classes = self._space(current).candidate_classes(
+            classes = space.candidate_classes(
                 rank, graph=vertex.graph, step=vertex.flow_step, direction=vertex.direction
             )
             candidates = self._shuffled(
                 [s for s in group
-                 if _partner(s, rank) not in blocked and _partner(s, rank) not in moved
-                 and s not in tabu]
+                 if _partner(s, rank) not in blocked and _partner(s, rank) not in parent.moved
+                 and s not in failed]
                 for group in classes
             )
             for swap in candidates:
                 if trials >= budget:
-                    break
+                    return trials
+                candidate = swap.apply(parent.pattern)
+                if candidate.flows in seen:
+                    continue
+                seen.add(candidate.flows)
                 trials += 1
-                candidate = swap.apply(current)
-                mapped = {_map_flow(swap, current, f): w for f, w in current_paths.items()}
-                estimate = _mean_path_time(model, candidate, mapped, message)
-                if estimate * (1.0 + cfg.epsilon) <= after:
-                    notes.append(
-                        f"{swap.describe()} for rank {rank}: estimated critical paths "
-                        f"{_us(after)} -> {_us(estimate)}"
-                    )
-                    accepted.append(swap)
-                    moved.update((swap.x, swap.y))
-                    if rank in report.steady_inbound or rank in report.steady_outbound:
-                        resolved.add(rank)
-                    current, current_paths, after = candidate, mapped, estimate
-                    break
-        if not accepted:
-            notes.append(f"no swap is estimated to gain {cfg.epsilon:.0%} ({trials} tried)")
-            return None
-        notes.append(f"{trials} swap(s) estimated, {len(accepted)} accepted")
-        return _Exploration(current, tuple(accepted), before, after, frozenset(resolved))
+                estimate = _estimated_time(model, candidate, message)
+                if estimate <= parent.estimate_s:
+                    children.append(_Path(
+                        estimate, candidate, (*parent.swaps, swap),
+                        parent.moved | {swap.x, swap.y},
+                        parent.resolved | ({rank} & steady),
+                    ))
+        return trials
 
     def _shuffled(self, classes: Iterable[list[Swap]]) -> list[Swap]:
         """Keep the priority classes in order; shuffle inside each (the paper picks at random)."""
@@ -400,73 +571,96 @@ class Controller:
 
 @dataclass(frozen=True, slots=True)
 class _Vertex:
-    steady: int
-    count: int
+    rank: int
+    direction: Direction
     graph: int
     flow_step: int
-    direction: Direction
+
+
+def _end_evidence(pattern: Pattern, report: CongestionReport) -> dict[End, tuple[float, float]]:
+    """For every end of a congested flow: (share of steady, share of any congested) of its flows.
+
+    The share is over all the rank's flows in that direction in the whole pattern, so an end
+    whose link is congested scores near 1 and the healthy other end of one slow flow scores low.
+    """
+    total: dict[End, int] = {}
+    for f in pattern.flows:
+        for end in ((f.dst, "in"), (f.src, "out")):
+            total[end] = total.get(end, 0) + 1
+    steady: dict[End, int] = {}
+    anyc: dict[End, int] = {}
+    for c in report.flows:
+        for end in ((c.flow.dst, "in"), (c.flow.src, "out")):
+            anyc[end] = anyc.get(end, 0) + 1
+            steady[end] = steady.get(end, 0) + (c.kind == "steady")
+    return {end: (steady[end] / total[end], anyc[end] / total[end]) for end in anyc}
+
+
+def _picture(pattern: Pattern, report: CongestionReport) -> frozenset[End]:
+    """The congestion picture: the end each steady-congested flow is blamed on (ties: receiver).
+
+    Erratic flows count only when no flow is steady congested: ECMP re-hashes them every epoch,
+    so the ends they touch change from batch to batch while the congestion stays where it was.
+    """
+    evidence = _end_evidence(pattern, report)
+    blamed = set()
+    for c in report.steady() or report.flows:
+        receiver, sender = (c.flow.dst, "in"), (c.flow.src, "out")
+        blamed.add(sender if evidence[sender] > evidence[receiver] else receiver)
+    return frozenset(blamed)
+
+
+def _same_picture(a: frozenset[End], b: frozenset[End], overlap: float) -> bool:
+    if not a and not b:
+        return True
+    return len(a & b) / len(a | b) >= overlap
+
+
+def _describe_picture(picture: frozenset[End]) -> str:
+    if not picture:
+        return "no congestion"
+    return ", ".join(f"{rank} {side}bound" for rank, side in sorted(picture))
 
 
 def _rank_vertices(
-    pattern: Pattern, congested: Sequence[Any], on_path: set[int]
-) -> list[tuple[tuple[int, int], _Vertex]]:
-    """TEN vertices of congested flows on a critical path, most congested first (§5.4.1).
+    pattern: Pattern, report: CongestionReport, on_path: set[int]
+) -> list[_Vertex]:
+    """TEN vertices at the ends of congested flows on a critical path, likeliest culprit first.
 
-    A vertex ``(t, r)`` is scored by how many steady, then how many congested flows of the whole
-    pattern (on a critical path or not) have it as source or destination; only vertices of
-    congested flows that lie on a critical path are returned (Algorithm 1: ``X = C ∩ P``).
+    Algorithm 1 takes ``X = C ∩ P``; each such flow contributes its receiver vertex
+    ``(t, dst)`` and its sender vertex ``(t - 1, src)``. They are ordered by the evidence of
+    their end (:func:`_end_evidence`: steady share, then any share), then receivers first, then
+    by how many congested flows on a critical path touch them, then by (step, rank).
     """
-    acc: dict[tuple[int, int], list[Any]] = {}
-    selected: set[tuple[int, int]] = set()
-    for c in congested:
+    evidence = _end_evidence(pattern, report)
+    touched: dict[tuple[int, int, str], list[Any]] = {}
+    for c in report.flows:
         f = c.flow
-        steady = int(c.kind == "steady")
+        if pattern.flow_index(f) not in on_path:
+            continue
         graph = pattern.chunk_graph_of_flow(f)
-        for vertex, direction in (((f.step - 1, f.src), "out"), ((f.step, f.dst), "in")):
-            entry = acc.setdefault(vertex, [0, 0, graph, f.step, direction])
-            entry[0] += steady
-            entry[1] += 1
-            if pattern.flow_index(f) in on_path:
-                selected.add(vertex)
+        for rank, side, step in ((f.dst, "in", f.step), (f.src, "out", f.step - 1)):
+            entry = touched.setdefault((step, rank, side), [0, graph, f.step])
+            entry[0] += 1
     ranked = sorted(
-        ((v, e) for v, e in acc.items() if v in selected),
-        key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]),
+        touched.items(),
+        key=lambda kv: (
+            -evidence[(kv[0][1], kv[0][2])][0], -evidence[(kv[0][1], kv[0][2])][1],
+            kv[0][2] != "in", -kv[1][0], kv[0][0], kv[0][1],
+        ),
     )
-    return [(v, _Vertex(*e)) for v, e in ranked]
+    return [_Vertex(rank, side, graph, flow_step)  # type: ignore[arg-type]
+            for (_step, rank, side), (_count, graph, flow_step) in ranked]
 
 
 def _partner(swap: Swap, rank: int) -> int:
     return swap.y if swap.x == rank else swap.x
 
 
-def _map_flow(swap: Swap, pattern: Pattern, flow: Flow) -> Flow:
-    """The flow ``flow`` of ``pattern`` becomes after ``swap`` (for mapping critical paths)."""
-    x, y = swap.x, swap.y
-    if flow.src not in (x, y) and flow.dst not in (x, y):
-        return flow
-    if not isinstance(swap, GlobalSwap):
-        if pattern.chunk_graph_of_flow(flow) != swap.graph:
-            return flow
-        if isinstance(swap, PositionSwap) and not swap.first_step <= flow.step <= swap.last_step:
-            return flow
-    src = y if flow.src == x else x if flow.src == y else flow.src
-    dst = y if flow.dst == x else x if flow.dst == y else flow.dst
-    return Flow(flow.step, src, dst, flow.chunks, flow.op)
-
-
-def _mean_path_time(
-    model: FctModel, pattern: Pattern, weighted_flows: Mapping[Flow, float], message_bytes: float
-) -> float:
-    """Mean estimated time of the critical paths, given as flows weighted by their share."""
-    degrees = pattern.degrees()
-    total = 0.0
-    for f, weight in weighted_flows.items():
-        degree = max(degrees.get((f.step, f.src), (0, 1))[1],
-                     degrees.get((f.step, f.dst), (1, 0))[0])
-        total += weight * model.flow_fct(f, degree, pattern.flow_bytes(f, message_bytes))
-    return total
+def _estimated_time(model: FctModel, pattern: Pattern, message_bytes: float) -> float:
+    """The collective time the model predicts: the critical path over all predicted FCTs."""
+    return critical_path(pattern, model.pattern_fcts(pattern, message_bytes)).length_s
 
 
 def _us(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} us"
-

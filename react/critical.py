@@ -1,10 +1,11 @@
 """Critical paths of a pattern's TEN weighted by flow completion times (paper §5.4.1).
 
-Under the execution rule (a flow starts once every flow it depends on has ended, see
-:meth:`react.pattern.Pattern.dependencies`), the collective's time is the length of the longest
-dependency chain when each flow weighs its FCT. That chain is the critical path: only congested
-ranks on it can shorten the collective. Waiting for the network is already inside the FCTs, so
-the path length equals the collective time whenever each flow started as soon as allowed.
+Under an execution rule of :mod:`react.execution` (a flow starts once every flow it waits for has
+ended; Algorithm 2 by default, as every backend runs it unless told otherwise), the collective's
+time is the length of the longest waiting chain when each flow weighs its FCT. That chain is the
+critical path: only congested ranks on it can shorten the collective. Waiting for the network is
+already inside the FCTs, so the path length equals the collective time whenever each flow started
+as soon as its rule allowed.
 
 Ties between equally long predecessors are broken towards the lowest flow index, so the same
 weights always give the same path.
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from react.errors import ReactError
+from react.execution import DEFAULT_EXECUTION, gates
 from react.pattern import Pattern
 
 
@@ -29,42 +31,55 @@ class CriticalPath:
     length_s: float
 
 
-def critical_path(pattern: Pattern, fct_s: Sequence[float] | np.ndarray) -> CriticalPath:
-    """Longest dependency chain of ``pattern`` with flow ``i`` weighing ``fct_s[i]``.
+def critical_path(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,
+                  execution: str = DEFAULT_EXECUTION) -> CriticalPath:
+    """Longest waiting chain of ``pattern`` with flow ``i`` weighing ``fct_s[i]``.
 
     Parameters
     ----------
     pattern : Pattern
     fct_s : sequence of float
         One non-negative weight per flow, in pattern order (observed or mean FCTs).
+    execution : {"algorithm2", "dataflow"}
+        The execution rule whose waits make the chains (:mod:`react.execution`).
     """
     weights = np.asarray(fct_s, dtype=np.float64)
     if weights.shape != (len(pattern.flows),):
         raise ReactError(
             f"critical_path: expected {len(pattern.flows)} flow weights, got shape {weights.shape}"
         )
+    gs = gates(pattern, execution)
     if not pattern.flows:
         return CriticalPath((), 0.0)
     if np.any(~np.isfinite(weights)) or np.any(weights < 0):
         raise ReactError("critical_path: flow weights must be finite and non-negative")
-    deps = pattern.dependencies()
-    finish = np.zeros(len(weights))
-    before = np.full(len(weights), -1, dtype=np.int64)
-    # Flows are sorted by step and depend only on earlier steps, so one pass in order suffices.
-    for i, dep in enumerate(deps):
-        start = 0.0
-        for j in dep:
-            if finish[j] > start:
-                start = finish[j]
-                before[i] = j
-        finish[i] = start + weights[i]
-    last = int(np.argmax(finish))
+    w = weights.tolist()
+    n = len(w)
+    finish = [0.0] * n
+    before = [-1] * n
+    # A gate's opening time and the member that opened it (the lowest index among the last).
+    opened = [0.0] * len(gs.members)
+    opener = [-1] * len(gs.members)
+    # Members of a gate precede (lower step) the flows waiting for it: one pass in order.
+    for i in range(n):
+        start, first = 0.0, -1
+        for g in gs.waits[i]:
+            t, j = opened[g], opener[g]
+            if t > start or (t == start and 0 <= j < first):
+                start, first = t, j
+        before[i] = first
+        end = finish[i] = start + w[i]
+        for g in gs.opens[i]:
+            if end > opened[g]:
+                opened[g], opener[g] = end, i
+    last = max(range(n), key=lambda i: (finish[i], -i))
     chain = [last]
     while before[chain[-1]] >= 0:
-        chain.append(int(before[chain[-1]]))
+        chain.append(before[chain[-1]])
     return CriticalPath(tuple(reversed(chain)), float(finish[last]))
 
 
-def estimated_time(pattern: Pattern, fct_s: Sequence[float] | np.ndarray) -> float:
+def estimated_time(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,
+                   execution: str = DEFAULT_EXECUTION) -> float:
     """The collective time implied by per-flow FCTs (the critical path's length)."""
-    return critical_path(pattern, fct_s).length_s
+    return critical_path(pattern, fct_s, execution).length_s

@@ -15,6 +15,11 @@ Choices where the paper is terse (documented so results can be compared):
   step, which is what sets its fair share on an uncongested fabric. §5.2 says "the maximum of
   in-degree and out-degree" without naming the vertex; the flow's two endpoints are the natural
   reading.
+* the class ``k_f`` is the degree *and the flow's size* (its fraction of the message) by default
+  (``size_aware=True``): a small flow's throughput is lowered by latency and start-up, so
+  comparing it with larger flows of the same degree calls healthy small flows congested (the
+  paper's Eq. 1 uses the degree alone; ``size_aware=False`` restores it). docs/deviations.md
+  gives the measurement.
 * ``mean(b_F(k))`` averages over every flow of the class and every epoch of the batch.
 * ``std`` is the population standard deviation; a flow that is both steady and erratic is
   reported as steady (the more severe kind, which the controller resolves first).
@@ -53,8 +58,8 @@ class FlowCongestion:
         f = self.flow
         return (
             f"flow {f.src}->{f.dst} at step {f.step} is {self.kind} congested: p90 "
-            f"{self.p90_bps / 1e9:.1f} Gb/s vs {self.class_mean_bps / 1e9:.1f} Gb/s mean of "
-            f"degree-{self.degree} flows, normalised std {self.normalised_std:.2f}"
+            f"{self.p90_bps / 1e9:.1f} Gb/s vs {self.class_mean_bps / 1e9:.1f} Gb/s mean of its "
+            f"class (degree {self.degree}), normalised std {self.normalised_std:.2f}"
         )
 
 
@@ -89,6 +94,21 @@ def flow_degrees(pattern: Pattern) -> np.ndarray:
     )
 
 
+def flow_classes(pattern: Pattern, *, size_aware: bool = True) -> np.ndarray:
+    """Detection class of every flow (by index): its degree, and its size when ``size_aware``.
+
+    Classes are returned as small integers; flows share a class exactly when they have the same
+    degree (and carry the same fraction of the message, to 9 significant digits).
+    """
+    degrees = flow_degrees(pattern)
+    if not size_aware:
+        return degrees
+    keys = [(int(d), float(f"{pattern.flow_fraction(f):.9g}"))
+            for d, f in zip(degrees, pattern.flows, strict=True)]
+    ids: dict[tuple[int, float], int] = {}
+    return np.array([ids.setdefault(key, len(ids)) for key in keys], dtype=np.int64)
+
+
 def throughput_matrix(pattern: Pattern, batch: Sequence[EpochResult]) -> np.ndarray:
     """Throughputs in bits/s, shape ``(epochs, flows)``, flows in pattern order.
 
@@ -118,6 +138,7 @@ def detect_congestion(
     *,
     delta1: float = 0.2,
     delta2: float = 0.15,
+    size_aware: bool = True,
 ) -> CongestionReport:
     """Classify each flow of ``pattern`` over ``batch`` as steady, erratic or not congested.
 
@@ -129,15 +150,19 @@ def detect_congestion(
         The last ``B`` epochs.
     delta1, delta2 : float
         Thresholds of Eq. 1 and Eq. 2 (paper defaults 0.2 and 0.15).
+    size_aware : bool
+        Compare a flow only with flows of its degree and size (default), or, as Eq. 1 does, with
+        every flow of its degree.
     """
     b = throughput_matrix(pattern, batch)
-    k = flow_degrees(pattern)
+    degree = flow_degrees(pattern)
+    k = flow_classes(pattern, size_aware=size_aware)
     p90 = np.percentile(b, 90, axis=0)
     mean = b.mean(axis=0)
     nstd = np.divide(b.std(axis=0), mean, out=np.zeros_like(mean), where=mean > 0)
     class_mean = np.empty_like(mean)
-    for degree in np.unique(k):
-        members = k == degree
+    for cls in np.unique(k):
+        members = k == cls
         class_mean[members] = b[:, members].mean()
     steady = p90 < (1.0 - delta1) * class_mean
     erratic = ~steady & (nstd > delta2)
@@ -148,7 +173,7 @@ def detect_congestion(
                 FlowCongestion(
                     flow=flow,
                     kind="steady" if steady[i] else "erratic",
-                    degree=int(k[i]),
+                    degree=int(degree[i]),
                     p90_bps=float(p90[i]),
                     mean_bps=float(mean[i]),
                     class_mean_bps=float(class_mean[i]),

@@ -9,9 +9,21 @@ degree, :func:`react.detect.flow_degrees`). Then, for a flow of a candidate patt
 * if its ``(src, dst)`` pair was observed in the last ``H`` epochs, its FCT is the pair's mean
   unit cost times its bytes and its new degree ("scaled as per the new node degrees and message
   sizes");
-* otherwise the median FCT per byte of the observed flows of the same degree, times its bytes
-  ("the median completion time across all flows of same degree"); if no flow of that degree was
-  seen, the median unit cost of all observations times bytes and degree.
+* otherwise, by default (``unseen="links"``), from what was seen of its two endpoints: every
+  flow out of ``src`` crosses ``src``'s outbound link and every flow into ``dst`` crosses
+  ``dst``'s inbound link, so the cheapest observed pair out of ``src`` bounds the cost of that
+  link and the cheapest pair into ``dst`` bounds the other (a link is bounded only when two or
+  more distinct pairs crossed it: one slow pair cannot tell its endpoint's link from its path
+  through the fabric). The flow gets the larger of the bounds it has, plus the mean excess of
+  observed pairs over their own link bounds (what paths through the fabric add on average). A
+  rank whose inbound link is congested therefore stays expensive whichever rank sends to it,
+  and moving the healthy end of a congested flow is not mistaken for a gain;
+* with ``unseen="degree_median"`` (the paper's rule, and the fallback when neither endpoint's
+  link is bounded): the median FCT per byte of the observed flows of the same degree,
+  times its bytes ("the median completion time across all flows of same degree"); if no flow of
+  that degree was seen, the median unit cost of all observations times bytes and degree. This
+  rule prices every unseen pair as uncongested, which makes almost any swap that creates new
+  pairs look like a gain (docs/deviations.md has the measurement).
 
 History older than ``H`` epochs is dropped (§5.4.2), so the model follows job churn.
 """
@@ -30,6 +42,9 @@ from react.detect import flow_degrees
 from react.errors import ReactError
 from react.pattern import Flow, Pattern
 
+UNSEEN_RULES = ("links", "degree_median")
+"""How :class:`FctModel` prices a never-observed (src, dst) pair (module docstring)."""
+
 
 class _Observation(NamedTuple):
     # A NamedTuple, not a dataclass: hundreds are made per batch and tuples are cheap.
@@ -43,13 +58,16 @@ class _Observation(NamedTuple):
 class FctHistory:
     """The FCT observations of the last ``history_epochs`` epochs, whatever pattern ran them."""
 
-    def __init__(self, history_epochs: int = 60) -> None:
+    def __init__(self, history_epochs: int = 60, *, unseen: str = "links") -> None:
         if not (isinstance(history_epochs, int) and history_epochs >= 1):
             raise ReactError(
                 f"FctHistory: history_epochs must be a positive integer, got {history_epochs!r}"
             )
+        if unseen not in UNSEEN_RULES:
+            raise ReactError(f"FctHistory: unseen must be one of {UNSEEN_RULES}, got {unseen!r}")
         self._epochs: deque[tuple[_Observation, ...]] = deque(maxlen=history_epochs)
         self._model: FctModel | None = None
+        self._unseen = unseen
 
     def add(self, pattern: Pattern, batch: Sequence[EpochResult]) -> None:
         """Record every flow of every epoch in ``batch`` (all run with ``pattern``)."""
@@ -71,16 +89,24 @@ class FctHistory:
     def model(self) -> FctModel:
         """The estimator over the current history (cached until the next :meth:`add`)."""
         if self._model is None:
-            self._model = FctModel([obs for epoch in self._epochs for obs in epoch])
+            self._model = FctModel([obs for epoch in self._epochs for obs in epoch],
+                                   unseen=self._unseen)
         return self._model
 
 
 class FctModel:
-    """Predicts FCTs of flows of any pattern from a fixed set of observations."""
+    """Predicts FCTs of flows of any pattern from a fixed set of observations.
 
-    def __init__(self, observations: Sequence[_Observation]) -> None:
+    ``unseen`` chooses how a never-observed ``(src, dst)`` pair is priced (module docstring).
+    """
+
+    def __init__(self, observations: Sequence[_Observation], *, unseen: str = "links") -> None:
         if not observations:
             raise ReactError("FctModel: no observations yet; run at least one epoch first")
+        if unseen not in UNSEEN_RULES:
+            raise ReactError(
+                f"FctModel: unseen must be one of {UNSEEN_RULES}, got {unseen!r}"
+            )
         pair_costs: dict[tuple[int, int], list[float]] = {}
         per_degree: dict[int, list[float]] = {}
         units = []
@@ -93,12 +119,35 @@ class FctModel:
         self._pair_unit = {pair: statistics.fmean(v) for pair, v in pair_costs.items()}
         self._degree_per_byte = {k: float(statistics.median(v)) for k, v in per_degree.items()}
         self._median_unit = float(statistics.median(units))
+        self._out_unit: dict[int, float] = {}
+        self._in_unit: dict[int, float] = {}
+        self._path_unit = 0.0
+        if unseen == "links":
+            outs: dict[int, list[float]] = {}
+            ins: dict[int, list[float]] = {}
+            for (src, dst), unit in self._pair_unit.items():
+                outs.setdefault(src, []).append(unit)
+                ins.setdefault(dst, []).append(unit)
+            # A link is bounded only by two or more distinct pairs: with one, a slow pair cannot
+            # tell its endpoint's link from its path through the fabric (a ring's flows).
+            self._out_unit = {r: min(v) for r, v in outs.items() if len(v) >= 2}
+            self._in_unit = {r: min(v) for r, v in ins.items() if len(v) >= 2}
+            residuals = [
+                unit - max(self._out_unit[src], self._in_unit[dst])
+                for (src, dst), unit in self._pair_unit.items()
+                if src in self._out_unit and dst in self._in_unit
+            ]
+            self._path_unit = statistics.fmean(residuals) if residuals else 0.0
 
     def flow_fct(self, flow: Flow, degree: int, size_bytes: float) -> float:
         """Estimated FCT of ``flow`` carrying ``size_bytes`` at degree ``degree``."""
         unit = self._pair_unit.get((flow.src, flow.dst))
         if unit is not None:
             return unit * size_bytes * degree
+        links = [u for u in (self._out_unit.get(flow.src), self._in_unit.get(flow.dst))
+                 if u is not None]
+        if links:
+            return (max(links) + self._path_unit) * size_bytes * degree
         per_byte = self._degree_per_byte.get(degree)
         if per_byte is not None:
             return per_byte * size_bytes

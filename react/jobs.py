@@ -67,6 +67,8 @@ def _sim_job(job: Job, run: JobRun, on_epoch: OnEpoch | None
         pattern = loop.pattern_for(epoch)
         result = yield backend.env.process(backend.epoch(pattern))
         _record(job, run, loop, epoch, pattern, result, on_epoch)
+    if backend.switch_cost_s or backend.switch_cost_epochs:
+        run.info["switch_cost_s"] = list(backend.switch_costs_s)
 
 
 def _stepped_job(job: Job, run: JobRun, on_epoch: OnEpoch | None) -> None:

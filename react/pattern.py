@@ -23,10 +23,10 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 from react.errors import PatternError
 
@@ -37,6 +37,7 @@ KINDS: tuple[str, ...] = ("allreduce", "allgather", "reduce_scatter", "broadcast
 _ROOTED = ("broadcast", "reduce")
 _OWNED = ("allgather", "reduce_scatter")
 _FORMAT = "react-pattern/1"
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,11 +215,12 @@ class Pattern:
         return self.degrees().get((step, rank), (0, 0))
 
     def dependencies(self) -> tuple[tuple[int, ...], ...]:
-        """For each flow (by index), the indices of the flows it waits for.
+        """For each flow (by index), the indices of the flows whose data it needs.
 
-        The execution rule of the design (RCollective, Algorithm 2): flow ``(t, u -> v)`` may
-        start once every flow into ``u`` at an earlier step that carries any of the same chunks
-        has completed.
+        Flow ``(t, u -> v)`` needs every flow into ``u`` at an earlier step that carries any of
+        the same chunks. This is the *dataflow* execution rule (no receiver readiness, no
+        serialisation of a rank's steps), not the paper's Algorithm 2; Algorithm 2, the default,
+        is :mod:`react.execution`'s, and implies these dependencies.
         """
         cached = self._cache.get("dependencies")
         if cached is None:
@@ -239,6 +241,19 @@ class Pattern:
             cached = tuple(deps)
             self._cache["dependencies"] = cached
         return cached
+
+    def derived(self, key: Hashable, build: Callable[[], _T]) -> _T:
+        """A view another module derives from this pattern, built once and kept with it.
+
+        Patterns are immutable, so a derived view (e.g. :func:`react.execution.gates`) never goes
+        stale; ``key`` must name the view and everything it depends on besides the pattern.
+        """
+        views = self._cache.setdefault("derived", {})
+        try:
+            return cast(_T, views[key])
+        except KeyError:
+            value = views[key] = build()
+            return value
 
     def flow_index(self, flow: Flow) -> int:
         """Index of ``flow`` in ``flows``."""

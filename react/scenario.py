@@ -16,6 +16,7 @@ The file (every key is listed; anything else is an error)::
     description = "..."              # optional
     seed = 0                         # ECMP hash seed of the network; default seed of each job
     backend = "sim"                  # "sim" (flowsim) | "emu" (real ranks, emulated network)
+                                     # | "gpu" (this host's GPUs: host h{i} is GPU i, NCCL)
                                      # | "ns3" (packet level; extra [ns3]; the [ns3] table:
                                      # react.backends.ns3.spec)
     connections = 4                  # ECMP connections per rank pair (default for every job)
@@ -28,6 +29,20 @@ The file (every key is listed; anything else is an error)::
     transport = "socket"             # "socket" (base packages) | "torch" (Gloo; extra [torch])
     apply_delay_epochs = 5           # epochs a new pattern takes to reach every rank (§6.3)
     timeout_s = 120                  # bound on any wait of a rank or of the tuner
+
+    [sim]                            # optional; used when the backend is "sim"
+    execution = "algorithm2"         # "algorithm2" (the paper's, as real ranks run it) |
+                                     # "dataflow" (a flow waits only for its data; looser)
+    switch_cost_s = 0.0              # idle set-up before the first epoch of each new pattern
+    switch_cost_epochs = 0.0         # ... plus this many times the previous epoch's time
+    noise_sigma = 0.0                # relative noise on every flow's time (0 .. 0.3), seeded
+                                     # from the scenario's seed
+
+    [gpu]                            # optional; used when the backend is "gpu"
+    apply_delay_epochs = 5           # epochs a new pattern takes to reach every rank (§6.3)
+    timeout_s = 120                  # bound on every NCCL operation and every tuner wait
+    lanes = 4                        # NCCL communicators for chunk graphs
+    copy_bytes = 67108864            # bytes per copy of a background copy stream
 
     [topology]                       # a builder of flowsim.topologies and its parameters ...
     name = "star"                    # star | leaf_spine | fat_tree | alibaba_fabric
@@ -95,6 +110,7 @@ from react.backends.base import JobRun
 from react.backends.ns3.spec import Ns3Spec, parse_ns3_table
 from react.controller import ControllerConfig
 from react.errors import ReactError
+from react.execution import DEFAULT_EXECUTION, EXECUTION_RULES
 from react.patterns import GENERATORS
 from react.tomlfile import read_toml
 
@@ -105,7 +121,9 @@ __all__ = [
     "BackgroundSpec",
     "Comparison",
     "EmuSpec",
+    "GpuSpec",
     "FailureSpec",
+    "SimSpec",
     "JobSpec",
     "Scenario",
     "ScenarioError",
@@ -128,10 +146,11 @@ TOPOLOGIES: dict[str, Callable[..., Topology]] = {
 BACKENDS: dict[str, str] = {
     "sim": "react.backends.sim",
     "emu": "react.backends.emu.world",
+    "gpu": "react.backends.gpu.scenario",
     "ns3": "react.backends.ns3.world",
 }
 """Backends a scenario may name, and the module whose ``scenario_jobs`` builds a scenario's jobs
-on it (imported only when used). ns-3 and GPUs will join."""
+on it (imported only when used)."""
 
 EMU_TRANSPORTS: tuple[str, ...] = ("socket", "torch")
 
@@ -220,6 +239,26 @@ class EmuSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class SimSpec:
+    """How the simulator runs a scenario's jobs (the ``[sim]`` table; react.backends.sim)."""
+
+    execution: str = DEFAULT_EXECUTION
+    switch_cost_s: float = 0.0
+    switch_cost_epochs: float = 0.0
+    noise_sigma: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpec:
+    """How the GPU backend runs a scenario (the ``[gpu]`` table; module docstring)."""
+
+    apply_delay_epochs: int = 5
+    timeout_s: float = 120.0
+    lanes: int = 4
+    copy_bytes: int = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     """A validated scenario: the built topology, resolved jobs, background and failures."""
 
@@ -233,6 +272,8 @@ class Scenario:
     failures: tuple[FailureSpec, ...] = ()
     source: str = "<scenario>"
     emu: EmuSpec = EmuSpec()
+    sim: SimSpec = SimSpec()
+    gpu: GpuSpec = GpuSpec()
     ns3: Ns3Spec = Ns3Spec()
     sharing: str = "maxmin"
 
@@ -443,11 +484,30 @@ def parse_scenario(
         for i, raw in enumerate(_array(top, "failures"))
     )
     emu = _emu(_Table(top.raw("emu", {}), "emu", source))
+    sim = _sim(_Table(top.raw("sim", {}), "sim", source))
+    gpu = _gpu(_Table(top.raw("gpu", {}), "gpu", source))
     ns3 = parse_ns3_table(_Table(top.raw("ns3", {}), "ns3", source))
     top.done(("name", "description", "seed", "backend", "connections", "sharing", "topology",
-              "jobs", "background", "failures", "emu", "ns3"))
+              "jobs", "background", "failures", "emu", "sim", "gpu", "ns3"))
     return Scenario(name, description, seed, backend, topology, tuple(jobs), background,
-                    failures, source, emu, ns3, sharing)
+                    failures, source, emu, sim, gpu, ns3, sharing)
+
+
+def _sim(t: _Table) -> SimSpec:
+    from react.backends.sim import MAX_NOISE_SIGMA
+
+    d = SimSpec()
+    noise = t.number("noise_sigma", d.noise_sigma)
+    if noise > MAX_NOISE_SIGMA:
+        raise t.fail("noise_sigma", noise, f"a number in [0, {MAX_NOISE_SIGMA}]")
+    spec = SimSpec(
+        execution=t.string("execution", d.execution, choices=EXECUTION_RULES),
+        switch_cost_s=t.number("switch_cost_s", d.switch_cost_s),
+        switch_cost_epochs=t.number("switch_cost_epochs", d.switch_cost_epochs),
+        noise_sigma=noise,
+    )
+    t.done(("execution", "switch_cost_s", "switch_cost_epochs", "noise_sigma"))
+    return spec
 
 
 def _emu(t: _Table) -> EmuSpec:
@@ -460,6 +520,18 @@ def _emu(t: _Table) -> EmuSpec:
         timeout_s=t.number("timeout_s", d.timeout_s, positive=True),
     )
     t.done(("link_rate_bps", "message_bytes", "transport", "apply_delay_epochs", "timeout_s"))
+    return spec
+
+
+def _gpu(t: _Table) -> GpuSpec:
+    d = GpuSpec()
+    spec = GpuSpec(
+        apply_delay_epochs=t.integer("apply_delay_epochs", d.apply_delay_epochs, minimum=0),
+        timeout_s=t.number("timeout_s", d.timeout_s, positive=True),
+        lanes=t.integer("lanes", d.lanes, minimum=1),
+        copy_bytes=t.integer("copy_bytes", d.copy_bytes, minimum=4),
+    )
+    t.done(("apply_delay_epochs", "timeout_s", "lanes", "copy_bytes"))
     return spec
 
 

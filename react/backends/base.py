@@ -62,7 +62,8 @@ class JobRun:
     """What one job did: every epoch's result, the pattern each ran, every decision.
 
     ``info`` carries what a backend measured beyond the epochs (a real runtime's tuner overhead,
-    switching cost, clock offsets); empty on the simulator.
+    switching cost, clock offsets); on the simulator only the switching cost charged at each
+    pattern change (``"switch_cost_s"``), when one is configured.
     """
 
     name: str

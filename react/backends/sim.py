@@ -1,11 +1,13 @@
 """The flowsim backend: a job's ranks placed on hosts of a shared simulated network.
 
-One :class:`SimBackend` is one job. It executes a pattern with the design's execution rule: a flow
-``(t, u -> v)`` starts the moment every flow it depends on has ended
-(:meth:`react.pattern.Pattern.dependencies`; RCollective's per-chunk-graph streams, paper
-Algorithm 2), and the collective ends when its last flow ends. Several backends (jobs) and
-background traffic may share one :class:`flowsim.network.Network`: each job's epochs are SimPy
-processes on the network's clock, so everything advances together in simulated time.
+One :class:`SimBackend` is one job. It executes a pattern with an execution rule of
+:mod:`react.execution`: by default the paper's Algorithm 2, as RCollective runs it (per chunk graph,
+a rank's step-t operations block its next step; a flow runs only when both its ends reached its
+step), or, as a named option, the looser dataflow rule (a flow starts once the flows whose data
+it needs have ended). A flow starts the moment its rule allows; the collective ends when its last
+flow ends. Several backends (jobs) and background traffic may share one
+:class:`flowsim.network.Network`: each job's epochs are SimPy processes on the network's clock, so
+everything advances together in simulated time.
 
 Connections and ECMP (paper §7.3): each ``(src, dst)`` pair of a job has ``connections`` transport
 connections on ports ``0 .. connections-1``; in every epoch each flow picks one of them at random
@@ -14,14 +16,31 @@ changes from epoch to epoch. With ``connections=1`` every flow keeps one path fo
 
 Pipelining (off by default, ``slices=1``): with ``slices=S`` every flow is cut into ``S`` equal
 slices sent one after another on its connection, NCCL-style; slice ``k`` of a flow may start once
-slice ``k`` of every flow it depends on has ended and its own slice ``k-1`` has been sent. A
-flow's observed start is its first slice's start and its end its last slice's end.
+its rule's conditions hold for slice ``k`` (slice ``k`` of every flow it waits for has ended) and
+its own slice ``k-1`` has been sent. A flow's observed start is its first slice's start and its
+end its last slice's end.
+
+Switching cost (off by default): real runtimes set up connections (NCCL communicators) for a new
+pattern before its first epoch. The first epoch that runs a pattern other than the previous
+epoch's starts with ``switch_cost_s + switch_cost_epochs x (the previous epoch's time)`` of idle
+set-up: its flows start that much later and its collective time includes it, so the controller
+sees the cost in the batch after a change, and the recorded results carry it.
+
+Measurement noise (off by default): with ``noise_sigma = s`` each flow's time as the ranks observe
+it is its simulated time times ``1 + s z``, ``z`` standard normal clipped to +-3, one draw per flow
+and epoch from a stream seeded by the job (so runs repeat bit for bit). The epoch's timeline is
+then replayed under the execution rule with those times (:func:`react.execution.replay`), so
+starts, ends and the collective time stay consistent: the collective time is what the ranks would
+observe. The network itself is not perturbed (other tenants and the next epoch see the noiseless
+transfers). docs/deviations.md says why.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
@@ -32,10 +51,31 @@ from flowsim.network import Network
 from flowsim.records import FlowRecord
 from react.backends.base import EpochResult, FlowTiming
 from react.errors import ReactError
+from react.execution import DEFAULT_EXECUTION, ExecutionError, Gates, check_execution, gates, replay
 from react.pattern import Pattern
 
 if TYPE_CHECKING:
     from react.scenario import Scenario
+
+MAX_NOISE_SIGMA = 0.3
+"""The largest noise a backend accepts: with draws clipped at 3 sigma, a flow's time keeps at
+least 10% of its value, so it stays positive."""
+NOISE_CLIP = 3.0
+_NOISE_STREAM = 0x6E6F697365  # "noise": the noise's own seed stream, apart from the ports'
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A pattern made ready for one backend: built on its first epoch, reused while it runs."""
+
+    pattern: Pattern
+    src: tuple[str, ...]  # host of each flow's source
+    dst: tuple[str, ...]
+    unit_bytes: tuple[float, ...]  # bytes of one slice of each flow
+    sizes: tuple[float, ...]  # bytes of each flow
+    gates: Gates
+    unit_waits: tuple[int, ...]  # per unit: gates (and earlier slice) it waits for
+    gate_members: tuple[int, ...]  # per gate slot: flows that open it
 
 
 class SimBackend:
@@ -55,12 +95,25 @@ class SimBackend:
     compute_gap_s : float
         Idle time after each epoch (the training step's compute), 0 by default.
     seed : int
-        Seeds the per-epoch port choice.
+        Seeds the per-epoch port choice (and the noise, unless ``noise_seed`` is given).
     tenant : str
         Label of this job's flows in ``network.records``.
     slices : int
         NCCL-style pipelining: each flow is sent as this many sequential slices (module
         docstring); 1 (default) sends whole flows, which is what the other backends do.
+    execution : {"algorithm2", "dataflow"}
+        The execution rule (:mod:`react.execution`): the paper's Algorithm 2 (default) or the
+        looser dataflow rule.
+    switch_cost_s, switch_cost_epochs : float
+        What a pattern change costs (module docstring): the first epoch on a new pattern starts
+        with ``switch_cost_s`` plus ``switch_cost_epochs`` times the previous epoch's time of
+        idle set-up. 0 by default.
+    noise_sigma : float
+        Relative standard deviation of the multiplicative noise on every flow's time (module
+        docstring), in ``[0, 0.3]``; 0 (default) is no noise.
+    noise_seed : int or sequence of int, optional
+        Seeds the noise (a stream of its own, so noise never changes the port choices); default
+        ``seed``.
     """
 
     def __init__(
@@ -74,6 +127,11 @@ class SimBackend:
         seed: int = 0,
         tenant: str = "job",
         slices: int = 1,
+        execution: str = DEFAULT_EXECUTION,
+        switch_cost_s: float = 0.0,
+        switch_cost_epochs: float = 0.0,
+        noise_sigma: float = 0.0,
+        noise_seed: int | Sequence[int] | None = None,
     ) -> None:
         hosts = tuple(hosts)
         if len(set(hosts)) != len(hosts):
@@ -89,12 +147,25 @@ class SimBackend:
             raise ReactError(
                 f"SimBackend: connections must be a positive integer, got {connections!r}"
             )
-        if not (isinstance(compute_gap_s, (int, float)) and compute_gap_s >= 0):
+        for name, value in (("compute_gap_s", compute_gap_s), ("switch_cost_s", switch_cost_s),
+                            ("switch_cost_epochs", switch_cost_epochs)):
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                    and math.isfinite(value) and value >= 0):
+                raise ReactError(
+                    f"SimBackend: {name} must be a non-negative number, got {value!r}"
+                )
+        if not (isinstance(noise_sigma, (int, float)) and not isinstance(noise_sigma, bool)
+                and 0 <= noise_sigma <= MAX_NOISE_SIGMA):
             raise ReactError(
-                f"SimBackend: compute_gap_s must be a non-negative number, got {compute_gap_s!r}"
+                f"SimBackend: noise_sigma must be a number in [0, {MAX_NOISE_SIGMA}], got "
+                f"{noise_sigma!r}"
             )
         if not (isinstance(slices, int) and slices >= 1):
             raise ReactError(f"SimBackend: slices must be a positive integer, got {slices!r}")
+        try:
+            self.execution = check_execution(execution, "SimBackend: execution")
+        except ExecutionError as exc:
+            raise ReactError(str(exc)) from None
         self.network = network
         self.hosts = hosts
         self.message_bytes = float(message_bytes)
@@ -102,20 +173,59 @@ class SimBackend:
         self.compute_gap_s = float(compute_gap_s)
         self.tenant = tenant
         self.slices = slices
+        self.switch_cost_s = float(switch_cost_s)
+        self.switch_cost_epochs = float(switch_cost_epochs)
+        self.noise_sigma = float(noise_sigma)
         self._rng = np.random.default_rng(seed)
+        noise_key = (seed,) if noise_seed is None else (
+            (noise_seed,) if isinstance(noise_seed, int) else tuple(noise_seed))
+        self._noise_rng = np.random.default_rng([*noise_key, _NOISE_STREAM])
         self._epochs_run = 0
+        self._plan: _Plan | None = None
+        self._last_pattern: Pattern | None = None
+        self._last_run_s = 0.0
+        self.switch_costs_s: list[float] = []
+        """The set-up charged at each pattern change so far, in order (seconds)."""
 
     @property
     def env(self) -> simpy.Environment:
         return self.network.env
 
-    def _host_of(self, pattern: Pattern) -> dict[int, str]:
+    def _plan_for(self, pattern: Pattern) -> _Plan:
+        plan = self._plan
+        if plan is not None and plan.pattern is pattern:
+            return plan
         if len(pattern.ranks) > len(self.hosts):
             raise ReactError(
                 f"SimBackend: the pattern has {len(pattern.ranks)} ranks but the job was placed "
                 f"on {len(self.hosts)} hosts"
             )
-        return dict(zip(pattern.ranks, self.hosts, strict=False))
+        host = dict(zip(pattern.ranks, self.hosts, strict=False))
+        slices = self.slices
+        gs = gates(pattern, self.execution)
+        sizes = tuple(pattern.flow_bytes(f, self.message_bytes) for f in pattern.flows)
+        plan = _Plan(
+            pattern,
+            tuple(host[f.src] for f in pattern.flows),
+            tuple(host[f.dst] for f in pattern.flows),
+            tuple(size / slices for size in sizes),
+            sizes,
+            gs,
+            tuple(len(w) + (k > 0) for w in gs.waits for k in range(slices)),
+            tuple(len(m) for m in gs.members for _ in range(slices)),
+        )
+        self._plan = plan
+        return plan
+
+    def _switch_cost(self, pattern: Pattern) -> float:
+        """The set-up this epoch starts with: nonzero on the first epoch of a new pattern."""
+        last = self._last_pattern
+        self._last_pattern = pattern
+        if last is None or last is pattern or last == pattern:
+            return 0.0
+        cost = self.switch_cost_s + self.switch_cost_epochs * self._last_run_s
+        self.switch_costs_s.append(cost)
+        return cost
 
     def epoch(self, pattern: Pattern) -> Generator[simpy.Event, Any, EpochResult]:
         """A SimPy process body running one epoch of ``pattern``; returns its EpochResult.
@@ -123,69 +233,88 @@ class SimBackend:
         Use it as ``result = yield env.process(backend.epoch(pattern))`` from a job's process.
         """
         env = self.env
-        host = self._host_of(pattern)
+        plan = self._plan_for(pattern)
         flows = pattern.flows
-        deps = pattern.dependencies()
         slices = self.slices
-        # A unit is slice k of flow i, numbered i * slices + k.
-        waiting = [len(d) + (k > 0) for d in deps for k in range(slices)]
-        dependents: list[list[int]] = [[] for _ in waiting]
-        for i, d in enumerate(deps):
-            for k in range(slices):
-                for j in d:
-                    dependents[j * slices + k].append(i * slices + k)
-                if k + 1 < slices:
-                    dependents[i * slices + k].append(i * slices + k + 1)
-        ports = self._rng.integers(0, self.connections, size=len(flows))
-        sizes = [pattern.flow_bytes(f, self.message_bytes) for f in flows]
+        opens, released = plan.gates.opens, plan.gates.released
+        network, tenant, src, dst, unit_bytes = (self.network, self.tenant, plan.src, plan.dst,
+                                                 plan.unit_bytes)
+        ports = self._rng.integers(0, self.connections, size=len(flows)).tolist()
+        setup_s = self._switch_cost(pattern)
         t0 = float(env.now)
-        start = [0.0] * len(flows)
-        end = [0.0] * len(flows)
-        left = [len(waiting)]
+        if setup_s > 0:
+            yield env.timeout(setup_s)
+        units = len(plan.unit_waits)
+        waiting = list(plan.unit_waits)
+        gate_left = list(plan.gate_members)
+        start = [0.0] * units
+        end = [0.0] * units
+        left = [units]
         done = env.event()
         tag = f"epoch{self._epochs_run}"
 
         def launch(unit: int) -> None:
-            i, k = divmod(unit, slices)
-            f = flows[i]
-            if k == 0:
-                start[i] = float(env.now)
-            event = self.network.start_flow(
-                host[f.src], host[f.dst], sizes[i] / slices, port=int(ports[i]), tag=tag,
-                tenant=self.tenant,
-            )
+            i = unit // slices
+            start[unit] = float(env.now)
+            event = network.start_flow(src[i], dst[i], unit_bytes[i], port=ports[i], tag=tag,
+                                       tenant=tenant)
             event.callbacks.append(partial(on_done, unit))
 
         def on_done(unit: int, event: simpy.Event) -> None:
-            finished(unit, cast(FlowRecord, event.value).end_s)
-
-        def finished(unit: int, end_s: float) -> None:
+            end[unit] = cast(FlowRecord, event.value).end_s
             i, k = divmod(unit, slices)
-            if k == slices - 1:
-                end[i] = end_s
-            for nxt in dependents[unit]:
-                waiting[nxt] -= 1
-                if waiting[nxt] == 0:
-                    launch(nxt)
+            if k + 1 < slices:
+                waiting[unit + 1] -= 1
+                if waiting[unit + 1] == 0:
+                    launch(unit + 1)
+            for g in opens[i]:
+                slot = g * slices + k
+                gate_left[slot] -= 1
+                if gate_left[slot] == 0:
+                    for w in released[g]:
+                        nxt = w * slices + k
+                        waiting[nxt] -= 1
+                        if waiting[nxt] == 0:
+                            launch(nxt)
             left[0] -= 1
             if left[0] == 0:
                 done.succeed()
 
-        if not flows:
-            done.succeed()
-        for unit, count in enumerate(waiting):
-            if count == 0:
-                launch(unit)
-        yield done
-        finish = max(end, default=t0)
+        if units:
+            for unit, count in enumerate(waiting):
+                if count == 0:
+                    launch(unit)
+            yield done
+        finish = max(end, default=t0 + setup_s)
+        self._last_run_s = finish - t0 - setup_s
+        if self.noise_sigma > 0:
+            start, end = self._perturbed(plan, start, end)
+            finish = max(end, default=t0 + setup_s)
+        last = slices - 1
+        sizes = plan.sizes
         timings = tuple(
-            FlowTiming(f, start[i] - t0, end[i] - t0, sizes[i]) for i, f in enumerate(flows)
+            FlowTiming(f, start[i * slices] - t0, end[i * slices + last] - t0, sizes[i])
+            for i, f in enumerate(flows)
         )
         result = EpochResult(self._epochs_run, finish - t0, timings, self.message_bytes)
         self._epochs_run += 1
         if self.compute_gap_s > 0:
             yield env.timeout(self.compute_gap_s)
         return result
+
+    def _perturbed(self, plan: _Plan, start: list[float], end: list[float]
+                   ) -> tuple[list[float], list[float]]:
+        """The epoch as the ranks observe it with noise on every flow's time (module docstring).
+
+        One draw per flow, whatever the pattern, so two runs of one collective on one seed see
+        the same draws epoch by epoch.
+        """
+        z = np.clip(self._noise_rng.standard_normal(len(plan.sizes)), -NOISE_CLIP, NOISE_CLIP)
+        factor = (1.0 + self.noise_sigma * z).tolist()
+        slices = self.slices
+        durations = [(end[u] - start[u]) * factor[u // slices] for u in range(len(start))]
+        first = start[::slices]
+        return replay(plan.gates, durations, first, slices)
 
     def run_epochs(self, pattern: Pattern, epochs: int) -> list[EpochResult]:
         """Run ``epochs`` epochs back to back, advancing the network's clock until they end.
@@ -249,10 +378,15 @@ def scenario_jobs(scenario: Scenario, *, react: bool | None = None) -> Iterator[
     from react.scenario import controllers
 
     net = build_network(scenario)
+    sim = scenario.sim
     jobs = []
-    for spec, (pattern, controller) in zip(scenario.jobs, controllers(scenario, react),
-                                           strict=True):
+    for i, (spec, (pattern, controller)) in enumerate(
+            zip(scenario.jobs, controllers(scenario, react), strict=True)):
         backend = SimBackend(net, spec.hosts, spec.message_bytes, connections=spec.connections,
-                             compute_gap_s=spec.compute_gap_s, seed=spec.seed, tenant=spec.name)
+                             compute_gap_s=spec.compute_gap_s, seed=spec.seed, tenant=spec.name,
+                             execution=sim.execution, switch_cost_s=sim.switch_cost_s,
+                             switch_cost_epochs=sim.switch_cost_epochs,
+                             noise_sigma=sim.noise_sigma,
+                             noise_seed=(scenario.seed, spec.seed, i))
         jobs.append(Job(spec.name, backend, pattern, spec.epochs, controller))
     yield jobs

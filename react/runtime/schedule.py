@@ -3,8 +3,9 @@
 Algorithm 2 runs each chunk graph independently (one thread each, :mod:`react.runtime.collective`).
 Within one chunk graph a rank walks the steps in which it has operations, in increasing order: it
 posts every send and receive of that step, waits for all of them, then applies the receives in
-pattern flow order. This module derives that program from a :class:`~react.pattern.Pattern`
-once; it does no I/O.
+pattern flow order. The program itself is defined once, in :mod:`react.execution` (the simulator
+derives its execution rule from the same programs); this module hands it to a rank and lays out
+the buffer. It does no I/O.
 
 Buffer layout (DESIGN.md "Execution semantics"): a message of ``count`` elements; chunk ``c`` is
 the element range ``[bounds[c], bounds[c+1])`` with ``bounds = round(count * cumulative
@@ -14,11 +15,10 @@ chunk-id order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from react.errors import ReactError
+from react.execution import GraphProgram, StepOps, rank_programs
 from react.pattern import Pattern
 
 __all__ = [
@@ -41,54 +41,23 @@ class ScheduleError(ReactError, ValueError):
     """A pattern or buffer RCollective cannot run (rank not in the pattern, buffer too short)."""
 
 
-@dataclass(frozen=True, slots=True)
-class StepOps:
-    """What one rank does at one step of one chunk graph: flow indices it sends and receives.
-
-    Both tuples are in pattern flow order, which is also the order receives are applied in.
-    """
-
-    step: int
-    sends: tuple[int, ...]
-    recvs: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class GraphProgram:
-    """One rank's steps in one chunk graph, in increasing step order."""
-
-    graph: int
-    steps: tuple[StepOps, ...]
-
-
 def rank_program(pattern: Pattern, rank: int) -> tuple[GraphProgram, ...]:
     """The program of ``rank``: one :class:`GraphProgram` per chunk graph it takes part in.
+
+    Taken from :func:`react.execution.rank_programs`, the one definition of Algorithm 2's
+    per-rank order, which the simulator follows too.
 
     Raises
     ------
     ScheduleError
         If ``rank`` is not one of the pattern's ranks.
     """
-    if rank not in pattern.ranks:
+    programs = rank_programs(pattern)
+    if rank not in programs:
         raise ScheduleError(
             f"rank_program: rank {rank!r} is not in the pattern's ranks {list(pattern.ranks)}"
         )
-    programs = []
-    for g in range(len(pattern.chunk_graphs())):
-        per_step: dict[int, tuple[list[int], list[int]]] = {}
-        for i in pattern.flows_of_chunk_graph(g):
-            flow = pattern.flows[i]
-            if flow.src == rank:
-                per_step.setdefault(flow.step, ([], []))[0].append(i)
-            elif flow.dst == rank:
-                per_step.setdefault(flow.step, ([], []))[1].append(i)
-        if per_step:
-            steps = tuple(
-                StepOps(t, tuple(sends), tuple(recvs))
-                for t, (sends, recvs) in sorted(per_step.items())
-            )
-            programs.append(GraphProgram(g, steps))
-    return tuple(programs)
+    return programs[rank]
 
 
 def chunk_bounds(pattern: Pattern, count: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The §5.4.1 FCT estimate: seen pairs scale by bytes and degree, unseen pairs take the median."""
+"""The §5.4.1 FCT estimate: seen pairs scale by bytes and degree; unseen ones by links or median."""
 
 import pytest
 
@@ -65,3 +65,51 @@ def test_model_without_observations_is_an_error():
         FctHistory(5).model()
     with pytest.raises(ReactError, match="history_epochs"):
         FctHistory(0)
+
+
+def links_model(units, unseen="links"):
+    """A model from {(src, dst): unit cost} with 1-byte, degree-1 observations."""
+    from react.estimate import FctModel, _Observation
+    return FctModel([_Observation(s, d, 1, 1.0, u) for (s, d), u in units.items()],
+                    unseen=unseen)
+
+
+# Rank 2's inbound link is congested: both flows into it cost 4; every other pair costs 1.
+CONGESTED_INTO_2 = {(0, 2): 4.0, (1, 2): 4.0, (0, 3): 1.0, (1, 3): 1.0,
+                    (2, 0): 1.0, (2, 1): 1.0, (3, 0): 1.0, (3, 1): 1.0}
+
+
+def test_unseen_pair_into_a_congested_link_is_priced_by_that_link():
+    model = links_model(CONGESTED_INTO_2)
+    # 3 -> 2 was never seen: 3's outbound link is bounded by 1, 2's inbound by 4 -> 4.
+    assert model.flow_fct(Flow(1, 3, 2, (0,)), 1, 1.0) == pytest.approx(4.0)
+    # 2 -> 3: both links cheap -> 1; scaled by bytes and degree like a seen pair.
+    assert model.flow_fct(Flow(1, 2, 3, (0,)), 2, 3.0) == pytest.approx(6.0)
+
+
+def test_the_papers_rule_prices_every_unseen_pair_as_uncongested():
+    # Median per byte of the degree-1 class (4, 4, 1 x 6) is 1, whatever the receiver.
+    model = links_model(CONGESTED_INTO_2, unseen="degree_median")
+    assert model.flow_fct(Flow(1, 3, 2, (0,)), 1, 1.0) == pytest.approx(1.0)
+
+
+def test_one_pair_does_not_bound_a_link():
+    # A ring: every rank has one pair each way, and 0 -> 1 is slow. That may be its path, not
+    # a link, so nothing is bounded and an unseen pair takes the class median (1).
+    model = links_model({(0, 1): 5.0, (1, 2): 1.0, (2, 0): 1.0})
+    assert model.flow_fct(Flow(1, 0, 2, (0,)), 1, 1.0) == pytest.approx(1.0)
+
+
+def test_unseen_pair_pays_the_mean_path_excess():
+    # 0 -> 2 costs 3 although 0's outbound and 2's inbound links are bounded by 1: an excess of 2
+    # on one of 8 pairs, a mean excess of 0.25. 3 has an outbound bound (1) and no inbound one,
+    # so the unseen 0 -> 3 costs max(1) + 0.25.
+    units = {(0, 1): 1.0, (0, 2): 3.0, (1, 0): 1.0, (1, 2): 1.0, (2, 0): 1.0, (2, 1): 1.0,
+             (3, 0): 1.0, (3, 1): 1.0}
+    model = links_model(units)
+    assert model.flow_fct(Flow(1, 0, 3, (0,)), 1, 1.0) == pytest.approx(1.25)
+
+
+def test_unknown_unseen_rule_is_an_error():
+    with pytest.raises(ReactError, match="unseen must be one of .*'mean'"):
+        links_model(CONGESTED_INTO_2, unseen="mean")

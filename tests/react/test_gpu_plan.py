@@ -62,31 +62,35 @@ def test_posting_order_cannot_deadlock_under_nccls_rules(pattern, lanes):
     plans = {r: gpu_plan(pattern, r, 997, lanes) for r in pattern.ranks}
     queues = {(r, ln): [g for g in p.groups if g.lane == ln]
               for r, p in plans.items() for ln in range(lanes)}
-    finished: set[tuple[int, int, int]] = set()  # (rank, graph, step)
-    launched: set[tuple[int, int, int]] = set()
+    # (A group is one direction of one step: "previous" means every direction of earlier steps.)
+    finished: set[tuple[int, int, int, int]] = set()  # (rank, graph, step, direction)
+    launched: set[tuple[int, int, int, int]] = set()
     where = {}
     for r, p in plans.items():
         for g in p.groups:
             for op in (*g.sends, *g.recvs):
-                where[(r, op.flow_index)] = (r, g.graph, g.step)
+                where[(r, op.flow_index)] = (r, g.graph, g.step, g.direction)
+
+    def key(r, g):
+        return (r, g.graph, g.step, g.direction)
 
     def prev_done(r, g):
         earlier = [x for x in plans[r].groups if x.graph == g.graph and x.step < g.step]
-        return all((r, x.graph, x.step) in finished for x in earlier)
+        return all(key(r, x) in finished for x in earlier)
 
     progress = True
     while progress:
         progress = False
         for (r, _), q in queues.items():
-            if q and prev_done(r, q[0]) and (r, q[0].graph, q[0].step) not in launched:
-                launched.add((r, q[0].graph, q[0].step))
+            if q and prev_done(r, q[0]) and key(r, q[0]) not in launched:
+                launched.add(key(r, q[0]))
                 progress = True
         for (r, _), q in queues.items():
-            if not q or (r, q[0].graph, q[0].step) not in launched:
+            if not q or key(r, q[0]) not in launched:
                 continue
             g = q[0]
             if all(where[(op.peer, op.flow_index)] in launched for op in (*g.sends, *g.recvs)):
-                finished.add((r, g.graph, g.step))
+                finished.add(key(r, g))
                 q.pop(0)
                 progress = True
     assert all(not q for q in queues.values()), "deadlock"
@@ -139,16 +143,33 @@ def test_direct_receives_are_lone_single_range_copies(pattern):
                     continue
                 assert not op.reduce and len(op.ranges) == 1
                 mine = set(pattern.flows[op.flow_index].chunks)
-                others = [o for o in (*g.sends, *g.recvs) if o.flow_index != op.flow_index]
+                step = [x for x in gpu_plan(pattern, r, 500, 2).groups
+                        if (x.graph, x.step) == (g.graph, g.step)]  # both directions
+                others = [o for x in step for o in (*x.sends, *x.recvs)
+                          if o.flow_index != op.flow_index]
                 assert all(not mine & set(pattern.flows[o.flow_index].chunks) for o in others)
 
 
-def test_groups_are_posted_by_step_then_graph_and_lanes_wrap():
+def test_groups_are_posted_by_step_graph_direction_and_lanes_wrap():
     pattern = GENERATORS["allreduce_ring"](4)
     plan = gpu_plan(pattern, 1, 64, 3)
-    keys = [(g.step, g.graph) for g in plan.groups]
+    keys = [(g.step, g.graph, g.direction ^ (g.graph % 2)) for g in plan.groups]
     assert keys == sorted(keys)
     assert all(g.lane == g.graph % 3 for g in plan.groups)
+    # a group holds one direction: rank 1 sends up to 2 (0) and receives up from 0 (0)
+    for g in plan.groups:
+        assert all((1 > op.peer) == bool(g.direction) for op in g.sends)
+        assert all((op.peer > 1) == bool(g.direction) for op in g.recvs)
+    # at two ranks a group never holds both a send and a receive: rank 0 sends up (0) and
+    # receives down (1), so every flow of rank 0 is a group of its own; an odd graph posts its
+    # direction 1 first, so the two graphs move data in opposite directions at once
+    two_ranks = GENERATORS["allreduce_double_binary_tree"](2)
+    two = gpu_plan(two_ranks, 0, 64, 4)
+    assert all(len(g.sends) + len(g.recvs) == 1 for g in two.groups)
+    assert len(two.groups) == len(two_ranks.flows)
+    for a, b in zip(two.groups, two.groups[1:], strict=False):
+        if (a.step, a.graph) == (b.step, b.graph):
+            assert [a.direction, b.direction] == ([0, 1] if a.graph % 2 == 0 else [1, 0])
     with pytest.raises(ScheduleError, match="lanes"):
         gpu_plan(pattern, 1, 64, 0)
     with pytest.raises(ScheduleError, match="rank 9"):

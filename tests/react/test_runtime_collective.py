@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from react.errors import PatternError, ReactError
+from react.execution import flow_dependencies
 from react.pattern import Chunk, Flow, Pattern
 from react.patterns import GENERATORS, allreduce_ring
 from react.runtime.collective import RCollective
@@ -134,6 +135,7 @@ def check_timings(
     ends = {rec.rank: rec.end_s for rec in records}
     starts = {rec.rank: rec.start_s for rec in records}
     deps = pattern.dependencies()
+    waits = flow_dependencies(pattern, "algorithm2")
     for i, flow in enumerate(pattern.flows):
         s, r = sends[i], recvs[i]
         assert starts[flow.src] <= s.post_s and starts[flow.dst] <= r.post_s
@@ -145,6 +147,14 @@ def check_timings(
         # Algorithm 2: a send's payload is read only after the flows it depends on landed.
         for j in deps[i]:
             assert s.post_s >= recvs[j].end_s, (i, j)
+        # ... and each end posts its side only after every receive of its previous step in the
+        # chunk graph landed: the waits the simulator's default rule uses (react.execution).
+        for j in waits[i]:
+            before = pattern.flows[j]
+            if before.dst == flow.src:
+                assert s.post_s >= recvs[j].end_s, (i, j)
+            if before.dst == flow.dst:
+                assert r.post_s >= recvs[j].end_s, (i, j)
     result = merge_epoch(pattern, records, message_bytes=COUNT * 8)
     assert len(result.flows) == len(pattern.flows)
     for timing in result.flows:

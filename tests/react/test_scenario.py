@@ -99,6 +99,13 @@ def test_base_scenario_parses_and_resolves_placement_and_endpoints():
         ({"emu": {"link_rate_bps": 0}}, ["emu.link_rate_bps", "0", "positive"]),
         ({"emu": {"rate": 1e8}}, ["unknown key", "'emu.rate'", "link_rate_bps"]),
         ({"emu": {"apply_delay_epochs": -1}}, ["emu.apply_delay_epochs", ">= 0"]),
+        ({"sim": {"execution": "algorithm3"}},
+         ["sim.execution", "'algorithm3'", "algorithm2, dataflow"]),
+        ({"sim": {"noise_sigma": 0.5}}, ["sim.noise_sigma", "0.5", "[0, 0.3]"]),
+        ({"sim": {"noise_sigma": -0.1}}, ["sim.noise_sigma", "-0.1", ">= 0"]),
+        ({"sim": {"switch_cost_s": -1e-3}}, ["sim.switch_cost_s", "-0.001", ">= 0"]),
+        ({"sim": {"switch_cost_epochs": "1"}}, ["sim.switch_cost_epochs", "'1'", "number"]),
+        ({"sim": {"noise": 0.02}}, ["unknown key", "'sim.noise'", "noise_sigma"]),
     ],
 )
 def test_invalid_scenario_names_key_and_value(changes, expected):
@@ -116,8 +123,21 @@ def test_emu_table_and_backend_switch():
     assert s.backend == "emu"
     assert (s.emu.link_rate_bps, s.emu.transport, s.emu.message_bytes) == (1e8, "torch", 4 * 2**20)
     assert parse_scenario(BASE).with_backend("emu").backend == "emu"
-    with pytest.raises(ScenarioError, match="'gpu' does not exist; expected one of sim, emu"):
-        parse_scenario(BASE).with_backend("gpu")
+    expected = "'quantum' does not exist; expected one of sim, emu, gpu"
+    with pytest.raises(ScenarioError, match=expected):
+        parse_scenario(BASE).with_backend("quantum")
+
+
+def test_sim_table_reaches_every_job_backend():
+    from react.scenario import open_jobs
+
+    s = parse_scenario(scenario_with(sim={"execution": "dataflow", "switch_cost_s": 1e-3,
+                                          "switch_cost_epochs": 0.5, "noise_sigma": 0.02}))
+    assert parse_scenario(BASE).sim.execution == "algorithm2"
+    with open_jobs(s) as jobs:
+        b = jobs[0].backend
+        assert (b.execution, b.switch_cost_s, b.switch_cost_epochs, b.noise_sigma) == (
+            "dataflow", 1e-3, 0.5, 0.02)
 
 
 def test_scenario_error_is_react_error_and_value_error():

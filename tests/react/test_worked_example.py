@@ -10,6 +10,10 @@ With p = 2 long-lived external flows into rank 3: in T1 rank 3 aggregates 1 and 
 its downlink is shared four ways, so that step takes 4·80 µs; 3 -> 7 then runs alone (7's other
 child finished long before): 4α + (2 + (p+2) + 1 + 1)·80 µs = 16 + 640 = 656 µs.
 After swapping 3 and 2 in T1 rank 3 receives nothing in the reduce phase: back to 576 µs.
+
+The example holds under both execution rules (react.execution): in this reduce phase no flow
+is ready before both of its ends have finished their previous steps, so Algorithm 2's extra waits
+(receiver readiness, a rank's steps in order) never delay a flow; the tests run both rules.
 """
 
 import pytest
@@ -31,36 +35,40 @@ def reduce_phase(pattern):
     return pattern.with_flows(f for f in pattern.flows if f.op == "reduce")
 
 
-def run_reduce(pattern, external_flows, epochs=2):
+def run_reduce(pattern, external_flows, epochs=2, execution="algorithm2"):
     net = Network(star(17, latency_s=2e-6))
     for port in range(external_flows):
         long_lived(net, "h16", "h3", port=port)
-    backend = SimBackend(net, [f"h{i}" for i in range(16)], MESSAGE, connections=1)
+    backend = SimBackend(net, [f"h{i}" for i in range(16)], MESSAGE, connections=1,
+                         execution=execution)
     return backend.run_epochs(reduce_phase(pattern), epochs)
 
 
-def test_worked_example_flowsim_576_656_576():
+@pytest.mark.parametrize("execution", ["algorithm2", "dataflow"])
+def test_worked_example_flowsim_576_656_576(execution):
     tree = allreduce_double_binary_tree(16)
     swapped = ChunkLocalSwap(T1, 3, 2).apply(tree)
-    for result in run_reduce(tree, 0):
+    for result in run_reduce(tree, 0, execution=execution):
         assert result.collective_time_s == pytest.approx(576e-6, rel=1e-9)
-    for result in run_reduce(tree, 2):
+    for result in run_reduce(tree, 2, execution=execution):
         assert result.collective_time_s == pytest.approx(656e-6, rel=1e-9)
-    for result in run_reduce(swapped, 2):
+    for result in run_reduce(swapped, 2, execution=execution):
         assert result.collective_time_s == pytest.approx(576e-6, rel=1e-9)
 
 
-def test_worked_example_estimate_predicts_the_swap_gain():
+@pytest.mark.parametrize("execution", ["algorithm2", "dataflow"])
+def test_worked_example_estimate_predicts_the_swap_gain(execution):
     # From the congested run's FCTs alone, the §5.4.1 model must put the original reduce phase at
     # 656 µs (its observed critical path) and the swapped one at 576 µs: the new flows 5->2 and
     # 1->2 take the median FCT of degree-2 flows (4 + 160 µs), as uncongested fan-in-2 flows do.
     tree = allreduce_double_binary_tree(16)
     swapped = reduce_phase(ChunkLocalSwap(T1, 3, 2).apply(tree))
-    batch = run_reduce(tree, 2, epochs=3)
+    batch = run_reduce(tree, 2, epochs=3, execution=execution)
     history = FctHistory(60)
     history.add(reduce_phase(tree), batch)
     model = history.model()
-    before = critical_path(reduce_phase(tree), model.pattern_fcts(reduce_phase(tree), MESSAGE))
-    after = critical_path(swapped, model.pattern_fcts(swapped, MESSAGE))
+    before = critical_path(reduce_phase(tree), model.pattern_fcts(reduce_phase(tree), MESSAGE),
+                           execution)
+    after = critical_path(swapped, model.pattern_fcts(swapped, MESSAGE), execution)
     assert before.length_s == pytest.approx(656e-6, rel=1e-9)
     assert after.length_s == pytest.approx(576e-6, rel=1e-9)

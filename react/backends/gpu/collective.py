@@ -1,22 +1,21 @@
 """RCollective on NCCL: Algorithm 2 as stream and event waits, every flow timed by CUDA events.
 
-One CUDA stream per chunk graph. A collective records an event on the caller's current stream
-(the buffer is ready there), makes every graph stream wait on it, then posts every group of the
-rank's plan (:mod:`.plan`: one NCCL group per step of a chunk graph, in the ``(step, graph)``
-order every rank agrees on) from this one host thread: on the graph's stream it stages the
-payloads of multi-range sends, launches the group with ``batch_isend_irecv`` on the graph's lane
-(an NCCL communicator of its own), makes the stream wait for it (``Work.wait`` blocks the
-stream, not the host) and applies the receives as stream-ordered adds or copies. Finally the
-caller's stream waits on every graph stream. Nothing in :meth:`GpuCollective.run` waits on the
-GPU: it returns a :class:`GpuEpoch` at once, and only :meth:`GpuEpoch.timings` (or ``wait``)
-blocks the host.
+One CUDA stream per chunk graph. A collective records an event on the caller's current stream (the
+buffer is ready there), makes every graph stream wait on it, then posts every group of the rank's
+plan (:mod:`.plan`: one NCCL group per direction of a step of a chunk graph, in the order every
+rank agrees on) from this one host thread: on the graph's stream it stages the payloads of
+multi-range sends, launches the group with ``batch_isend_irecv`` on the graph's lane (an NCCL
+communicator of its own) and makes the stream wait for it (``Work.wait`` blocks the stream, not the
+host); once every group of the step is done it applies the step's receives as stream-ordered adds
+or copies. Finally the caller's stream waits on every graph stream. Nothing in
+:meth:`GpuCollective.run` waits on the GPU: it returns a :class:`GpuEpoch` at once, and only
+:meth:`GpuEpoch.timings` (or ``wait``) blocks the host.
 
-Timing (``timing=True``): per epoch an anchor event (on an idle stream, with a host clock
-sample, :mod:`.eventclock`), an enter and an exit event on the caller's stream, and a ready and a
-done event around each group, all created once per pattern and reused: ``event_sets`` sets,
-used in turn, so the timings of an epoch must be read before ``event_sets`` more epochs ran, or
-the set's next use reads them first (waiting for that older epoch to finish on the GPU).
-"""
+Timing (``timing=True``): per epoch an anchor event (on an idle stream, with a host clock sample,
+:mod:`.eventclock`), an enter and an exit event on the caller's stream, and a ready and a done
+event around each group, all created once per pattern and reused: ``event_sets`` sets, used in
+turn, so the timings of an epoch must be read before ``event_sets`` more epochs ran, or the set's
+next use reads them first (waiting for that older epoch to finish on the GPU)."""
 
 from __future__ import annotations
 
@@ -128,6 +127,12 @@ class GpuCollective:
         Time every flow with CUDA events (:mod:`.eventclock`).
     event_sets : int
         Timing event sets per pattern, used in turn (module docstring).
+    connect_all : bool
+        Connect every ordered rank pair on every lane here, with one small exchange each: NCCL
+        sets up a pair's point-to-point connection on its first transfer (about a hundred
+        milliseconds, docs/results/gpu.md), so without this the first epoch of a pattern that
+        pairs ranks differently would pay it. With it a pattern switch needs no new
+        communicator and no new connection.
 
     Notes
     -----
@@ -136,7 +141,8 @@ class GpuCollective:
     error, so no rank hangs. :meth:`GpuEpoch.wait` also takes its own host-side limit.
     """
 
-    def __init__(self, *, lanes: int = 4, timing: bool = True, event_sets: int = 4) -> None:
+    def __init__(self, *, lanes: int = 4, timing: bool = True, event_sets: int = 4,
+                 connect_all: bool = True) -> None:
         torch = import_cuda_torch()
         dist = torch.distributed
         if not dist.is_initialized() or "nccl" not in str(dist.get_backend()):
@@ -157,6 +163,15 @@ class GpuCollective:
         warm = torch.zeros(1, device=self.device)
         for group in self._lanes:  # the first operation on a group must involve every rank
             dist.all_reduce(warm, group=group)
+        n, me = self.world_size, self.rank
+        if connect_all and n > 1:
+            into = torch.zeros(1, device=self.device)
+            for group in self._lanes:
+                for shift in range(1, n):
+                    ops = [dist.P2POp(dist.isend, warm, (me + shift) % n, group=group),
+                           dist.P2POp(dist.irecv, into, (me - shift) % n, group=group)]
+                    for work in dist.batch_isend_irecv(ops):
+                        work.wait()
         torch.cuda.synchronize(self.device)
         self._streams: dict[int, Any] = {}
         self._clock_stream = torch.cuda.Stream(self.device)
@@ -204,8 +219,19 @@ class GpuCollective:
         for s in streams.values():
             s.wait_event(self._enter_sync)
         try:
-            for k, group in enumerate(plan.groups):
-                self._post(group, k, buffer, streams[group.graph], prep, events)
+            k = 0
+            groups = plan.groups
+            while k < len(groups):  # one block: the groups of one step of one graph
+                end = k + 1
+                while end < len(groups) and (groups[end].step, groups[end].graph) == (
+                        groups[k].step, groups[k].graph):
+                    end += 1
+                stream = streams[groups[k].graph]
+                for j in range(k, end):
+                    self._launch(groups[j], j, buffer, stream, prep, events)
+                for j in range(k, end):  # after every group: a send may read what is applied
+                    self._apply(groups[j], buffer, stream, prep)
+                k = end
         except RuntimeError as exc:
             raise CollectiveError(f"rank {self.rank}, epoch {epoch}: NCCL refused a launch: "
                                   f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from None
@@ -222,8 +248,8 @@ class GpuCollective:
             events.owner = result
         return result
 
-    def _post(self, group, k: int, buffer: Any, stream: Any, prep: _Prepared,
-              events: _Events | None) -> None:
+    def _launch(self, group, k: int, buffer: Any, stream: Any, prep: _Prepared,
+                events: _Events | None) -> None:
         torch, dist = self._torch, self._dist
         lane = self._lanes[group.lane]
         with torch.cuda.stream(stream):
@@ -254,6 +280,9 @@ class GpuCollective:
                     work.wait()  # the stream waits for NCCL; the host does not
             if events is not None:
                 events.done[k].record(stream)
+
+    def _apply(self, group, buffer: Any, stream: Any, prep: _Prepared) -> None:
+        with self._torch.cuda.stream(stream):
             for op in group.recvs:
                 if op.direct or op.size == 0:
                     continue

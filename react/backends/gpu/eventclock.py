@@ -1,23 +1,23 @@
 """CUDA event times -> the host clock's :class:`~react.runtime.timings.RankEpochTimings`.
 
 A CUDA event's time is only meaningful relative to another event of the same device
-(``elapsed_time``). Each epoch therefore records one *anchor* event on a stream that runs
-nothing else, sampling the host clock (:func:`react.runtime.clock.now_s`, CLOCK_MONOTONIC) just
-after the record call returns: an idle stream reaches the event at once, so the anchor's GPU
-time is that host instant within the launch latency (microseconds). Every other event of the
-epoch is placed on the host clock as ``anchor_host_s + elapsed_ms(anchor, event) / 1000``; ranks
-on one host then compare directly, and ranks on several hosts are shifted by the tuner's clock
-offsets as on the emulator (:func:`react.runtime.timings.merge_epoch`, ``offsets_s``).
+(``elapsed_time``). Each epoch therefore records one *anchor* event on a stream that runs nothing
+else, sampling the host clock (:func:`react.runtime.clock.now_s`, CLOCK_MONOTONIC) just after the
+record call returns: an idle stream reaches the event at once, so the anchor's GPU time is that
+host instant within the launch latency (microseconds). Every other event of the epoch is placed on
+the host clock as ``anchor_host_s + elapsed_ms(anchor, event) / 1000``; ranks on one host then
+compare directly, and ranks on several hosts are shifted by the tuner's clock offsets as on the
+emulator (:func:`react.runtime.timings.merge_epoch`, ``offsets_s``).
 
-What is stamped, per NCCL group (one step of one chunk graph, :mod:`.plan`): ``ready`` when the
-graph's stream reached the step (the previous step's receives applied; for the sender, its
-payload staged), ``done`` when the stream saw the group complete. A send's ``post_s`` is its
-group's ``ready``; a receive's ``post_s`` is its group's ``ready`` and its ``end_s`` its group's
-``done``: NCCL reports one completion per group, so a receive is stamped when the last operation
-of its group finished (exact when a rank receives one flow per step of a graph, as in rings and
-trees at two ranks). The merge then starts a flow when both ends were ready and ends it when its
-data had landed, as for the other transports.
-"""
+What is stamped, per NCCL group (one direction of one step of one chunk graph, :mod:`.plan`):
+``ready`` when the group's stream reached the step (the previous step's receives applied; for the
+sender, its payload staged), ``done`` when the stream saw the group complete. A send's ``post_s``
+is its group's ``ready``; a receive's ``post_s`` is its group's ``ready`` and its ``end_s`` its
+group's ``done``: NCCL reports one completion per group, so a receive is stamped when the last
+operation of its group finished (exact when a rank receives one flow per direction and step of a
+graph, as in rings and trees at two ranks, where a step's send and receive are separate groups).
+The merge then starts a flow when both ends were ready and ends it when its data had landed, as for
+the other transports."""
 
 from __future__ import annotations
 

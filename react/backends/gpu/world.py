@@ -78,8 +78,11 @@ def ranks_from_env(env: Mapping[str, str] | None = None) -> tuple[int, int, int,
     return rank, world, local, local_world
 
 
-def init_gpu_world(*, timeout_s: float = 120.0) -> GpuWorld:
+def init_gpu_world(*, timeout_s: float = 120.0, device_index: int | None = None) -> GpuWorld:
     """Pick this rank's GPU and join the NCCL process group (every rank calls this).
+
+    The GPU is ``LOCAL_RANK`` unless ``device_index`` names another (a launcher that places
+    ranks on chosen GPUs of one host, :class:`~react.backends.gpu.job.GpuJob`).
 
     Raises
     ------
@@ -95,17 +98,21 @@ def init_gpu_world(*, timeout_s: float = 120.0) -> GpuWorld:
     if gpus < local_world:
         raise GpuError(f"rank {rank}: {local_world} ranks on this host but {gpus} GPU(s); the "
                        "GPU backend runs one rank per GPU")
-    torch.cuda.set_device(local)
+    device = local if device_index is None else device_index
+    if not (isinstance(device, int) and 0 <= device < gpus):
+        raise GpuError(f"rank {rank}: GPU {device!r} does not exist; this host has {gpus} "
+                       f"GPU(s) (0..{gpus - 1})")
+    torch.cuda.set_device(device)
     dist = torch.distributed
     try:
         dist.init_process_group("nccl", rank=rank, world_size=world,
-                                device_id=torch.device("cuda", local),
+                                device_id=torch.device("cuda", device),
                                 timeout=datetime.timedelta(seconds=timeout_s))
     except (RuntimeError, ValueError) as exc:
         text = str(exc).splitlines()[0] if str(exc) else repr(exc)
         raise GpuError(f"rank {rank} of {world}: the NCCL process group did not form: "
                        f"{text}") from None
-    return GpuWorld(rank, world, local, local_world, local)
+    return GpuWorld(rank, world, local, local_world, device)
 
 
 def close_gpu_world() -> None:

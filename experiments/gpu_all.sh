@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Every GPU test and measurement in one command, for one call on a GPU machine.
+#
+#   experiments/gpu_all.sh OUT [--quick]
+#
+# Runs, one rank per GPU of this host (any number), with NVLink multicast off:
+#   1. python3 -m pytest -m gpu tests/react/test_gpu.py   (correctness, closed loop, failures)
+#   2. torchrun benchmarks/bench_gpu.py                     (RCollective vs NCCL, timing on/off,
+#                                                            pattern-switch cost)
+#   3. experiments/gpu_closed_loop.py                        (closed loop at p = 0, 1, 2 copy
+#                                                            streams, tuner cost, detection,
+#                                                            Fig. 11 CDF)
+#   4. experiments/table2_gpu.py                             (Table 2: dual tree, 100 MB)
+# Each step's output goes to OUT/<step>.log and its files under OUT/<step>/; a failing step
+# does not stop the others, nor does one past its time limit (it is stopped); the exit status
+# is the number of failed steps. --quick runs every
+# step small (a smoke test of the whole chain, about 2 minutes on 2 GPUs).
+set -u
+out=${1:?usage: experiments/gpu_all.sh OUT [--quick]}
+quick=${2:-}
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+mkdir -p "$out"
+n=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+{
+  echo "gpus: $n"; git rev-parse HEAD 2>/dev/null || true
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
+  nvidia-smi topo -m 2>&1
+} > "$out/env.txt"
+bench=(); loop=(); table=()
+if [ "$quick" = "--quick" ]; then
+  bench=(--sizes 100000000 --reps 10 --loop-blocks 3 --switch-reps 6)
+  loop=(--quick); table=(--quick)
+fi
+failed=0
+step() {  # step NAME LIMIT_S COMMAND...: a step past its limit is stopped (and counts as failed)
+  local name=$1 limit=$2; shift 2
+  echo "== $name: $*"
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: exit $rc after $((SECONDS - t0)) s"
+  tail -n 25 "$out/$name.log"
+  [ $rc -eq 0 ] || failed=$((failed + 1))
+}
+step pytest 300 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/react/test_gpu.py
+step bench 240 python3 -m torch.distributed.run --standalone --nproc-per-node="$n" \
+     benchmarks/bench_gpu.py --out "$out/bench" "${bench[@]}"
+step loop 600 python3 experiments/gpu_closed_loop.py --out "$out/loop" --timeout-s 30 "${loop[@]}"
+step table2 600 python3 experiments/table2_gpu.py --out "$out/table2" "${table[@]}"
+echo "== failed steps: $failed"
+exit $failed

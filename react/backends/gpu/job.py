@@ -1,0 +1,272 @@
+"""One job on this host's GPUs, closed loop included: a :class:`~react.backends.base.TunedBackend`.
+
+:meth:`GpuJob.run_job` does what the paper's prototype does (§6), as the emulator's job does on
+namespaces: it starts RTuner's leader (:mod:`react.runtime.tuner`, a CPU process listening on
+loopback TCP) with REACT's controller, then one rank process per GPU
+(:mod:`react.backends.gpu.rank`, ranks in the environment as ``torchrun`` sets them). Every rank
+runs RCollective on NCCL and hands each epoch's CUDA-event flow timings to the leader without
+waiting; the leader merges them, the controller decides after each batch, and every rank
+switches at the epoch the leader names. When the job ends the driver gets a
+:class:`~react.backends.base.JobRun` like the simulator's, plus ``info``: the tuner's cost per
+batch, the ranks' waits for it, the switching cost, each rank's host posting time and each
+epoch's *span* (the longest enter-to-exit of any rank, measured the same way for NCCL's own
+collective).
+
+Failure handling: the pattern is verified before anything starts; GPUs are counted before any
+rank starts (fewer GPUs than ranks is refused, naming both); any rank that exits non-zero ends
+the job: every other rank and the leader are killed and the error names the rank and quotes its
+last line. Every NCCL operation is bounded by the process group's timeout (NCCL's watchdog), the
+tuner's every wait by ``timeout_s``, and the job as a whole by a deadline, so no process
+outlives :meth:`run_job`.
+
+Several hosts: start the leader (``python -m react.runtime.tuner``) and ``torchrun -m
+react.backends.gpu.rank JOB.json`` on each host by hand with one JOB.json
+(:func:`~react.backends.gpu.rank.gpu_job_spec`); this class covers one host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from react.backends.base import EpochResult, JobRun
+from react.backends.gpu.rank import MODES, gpu_job_spec
+from react.backends.gpu.world import MULTICAST_OFF, GpuError
+from react.controller import Controller
+from react.pattern import Pattern
+from react.runtime.schedule import chunk_bounds, flow_ranges
+from react.verify import verify
+
+__all__ = ["GpuJob", "epoch_spans", "flow_bytes", "visible_gpus"]
+
+
+def visible_gpus() -> int:
+    """GPUs torch sees on this host; :class:`GpuError` without torch or CUDA."""
+    from react.backends.gpu.world import import_cuda_torch
+
+    return int(import_cuda_torch().cuda.device_count())
+
+
+def flow_bytes(pattern: Pattern, message_bytes: float, dtype: str = "float32") -> list[float]:
+    """Bytes each flow really carries: whole elements of ``dtype`` (what the tuner sizes by)."""
+    import numpy as np
+
+    itemsize = np.dtype(dtype).itemsize
+    count = max(1, int(message_bytes) // itemsize)
+    bounds = chunk_bounds(pattern, count)
+    return [float(itemsize * sum(hi - lo for lo, hi in flow_ranges(f.chunks, bounds)))
+            for f in pattern.flows]
+
+
+def epoch_spans(records: Sequence[dict[str, Any]]) -> list[float]:
+    """Each epoch's span: the longest enter-to-exit of any rank (ranks' ``rank{r}.json``)."""
+    if not records:
+        return []
+    epochs = min(len(r["epochs"]) for r in records)
+    return [max(r["epochs"][e][1] - r["epochs"][e][0] for r in records) for e in range(epochs)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class GpuJob:
+    """One job of rank processes on this host's GPUs (module docstring).
+
+    Parameters
+    ----------
+    devices : sequence of int
+        The GPU of each rank (distinct).
+    message_bytes : float
+        The collective's message.
+    mode : str
+        ``"rcollective"`` (REACT's runtime) or ``"nccl"`` (NCCL's own collective: a baseline,
+        no flows, no tuner).
+    tuner : bool
+        Start RTuner (always, when a controller is given); without it the ranks only run and
+        time their epochs (to measure what the tuner costs).
+    apply_delay_epochs, timeout_s, lanes, compute_gap_s
+        As in :func:`~react.backends.gpu.rank.gpu_job_spec`.
+    workdir : path, optional
+        Where the specs, logs and results go (default: a temporary folder, removed at close).
+    """
+
+    def __init__(self, devices: Sequence[int], *, message_bytes: float,
+                 mode: str = "rcollective", tuner: bool = True, apply_delay_epochs: int = 5,
+                 timeout_s: float = 120.0, lanes: int = 4, compute_gap_s: float = 0.0,
+                 workdir: str | os.PathLike[str] | None = None, gpus: int | None = None,
+                 python: Sequence[str] | None = None) -> None:
+        self.devices = [int(d) for d in devices]
+        if len(set(self.devices)) != len(self.devices):
+            raise GpuError(f"GpuJob: two ranks on one GPU ({self.devices}); the GPU backend "
+                           "runs one rank per GPU")
+        if mode not in MODES:
+            raise GpuError(f"GpuJob: mode must be one of {MODES}, got {mode!r}")
+        if not (isinstance(message_bytes, (int, float)) and message_bytes > 0):
+            raise GpuError(f"GpuJob: message_bytes must be positive, got {message_bytes!r}")
+        self.message_bytes = float(message_bytes)
+        self.mode = mode
+        self.tuner = bool(tuner) and mode != "nccl"
+        self.apply_delay_epochs = int(apply_delay_epochs)
+        self.timeout_s = float(timeout_s)
+        self.lanes = int(lanes)
+        self.compute_gap_s = float(compute_gap_s)
+        self._gpus = gpus
+        self._python = list(python) if python is not None else [sys.executable]
+        self._tmp = None
+        if workdir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="react-gpu-")
+            workdir = self._tmp.name
+        self.workdir = Path(workdir)
+        self._procs: list[subprocess.Popen[Any]] = []
+        self._runs = 0
+
+    def run_job(self, name: str, pattern: Pattern, epochs: int, controller: Controller | None,
+                on_epoch: Callable[[str, int], None] | None = None) -> JobRun:
+        from react.backends.emu.world import _Progress, run_info
+        from react.runtime.tuner import read_result, spawn_leader
+
+        verify(pattern)  # refused here, before any process starts
+        if controller is not None and type(controller) is not Controller:
+            raise GpuError(f"job {name!r}: the tuner on real ranks runs REACT's own controller; "
+                           f"{type(controller).__name__} runs on the simulator only for now")
+        if controller is not None and self.mode == "nccl":
+            raise GpuError(f"job {name!r}: NCCL's own collective cannot be tuned (mode 'nccl' "
+                           "with a controller)")
+        if len(self.devices) != pattern.n:
+            raise GpuError(f"job {name!r}: {pattern.n} ranks but {len(self.devices)} GPUs "
+                           f"given ({self.devices})")
+        gpus = visible_gpus() if self._gpus is None else self._gpus
+        if max(self.devices) >= gpus:
+            raise GpuError(f"job {name!r}: {pattern.n} ranks on GPUs {self.devices}, but this "
+                           f"host has {gpus} GPU(s); the GPU backend runs one rank per GPU")
+        files = self.workdir / f"{name}-{self._runs}"
+        self._runs += 1
+        files.mkdir(parents=True, exist_ok=True)
+        tuner = None
+        tuner_addr = None
+        out = files / "result.json"
+        use_tuner = self.tuner or controller is not None
+        if use_tuner:
+            tuner_file = files / "tuner.json"
+            tuner_file.write_text(json.dumps({
+                "pattern": pattern.to_dict(), "world_size": pattern.n,
+                "message_bytes": self.message_bytes,
+                "flow_bytes": flow_bytes(pattern, self.message_bytes),
+                "react": None if controller is None else asdict(controller.config),
+                "apply_delay_epochs": self.apply_delay_epochs, "host": "127.0.0.1", "port": 0,
+                "timeout_s": self.timeout_s,
+            }))
+            tuner, tuner_addr = spawn_leader(
+                tuner_file, out, popen=lambda argv, **kw: subprocess.Popen(
+                    [*self._python, *argv[1:]], **kw), timeout_s=self.timeout_s)
+            self._procs.append(tuner)
+        job_file = files / "job.json"
+        job_file.write_text(json.dumps(gpu_job_spec(
+            job=name, pattern=pattern, epochs=epochs, message_bytes=self.message_bytes,
+            tuner=tuner_addr, out_dir=str(files), devices=self.devices, mode=self.mode,
+            lanes=self.lanes, timeout_s=self.timeout_s, compute_gap_s=self.compute_gap_s,
+            apply_delay_epochs=self.apply_delay_epochs)))
+        port = _free_port()
+        logs = [files / f"rank{r}.log" for r in range(pattern.n)]
+        ranks = []
+        for r in range(pattern.n):
+            env = {**os.environ, **MULTICAST_OFF, "RANK": str(r),
+                   "WORLD_SIZE": str(pattern.n), "LOCAL_RANK": str(r),
+                   "LOCAL_WORLD_SIZE": str(pattern.n), "MASTER_ADDR": "127.0.0.1",
+                   "MASTER_PORT": str(port)}
+            with open(logs[r], "wb") as log:  # a file, not a pipe: a chatty rank never blocks
+                ranks.append(subprocess.Popen(
+                    [*self._python, "-m", "react.backends.gpu.rank", str(job_file)],
+                    stdout=subprocess.DEVNULL, stderr=log, env=env))
+        self._procs.extend(ranks)
+        progress = _Progress(tuner, name, epochs, on_epoch) if tuner is not None else None
+        try:
+            self._wait(name, ranks, logs, tuner, epochs)
+        finally:
+            if progress is not None:
+                progress.finish()
+            self._kill()
+        records = [json.loads((files / f"rank{r}.json").read_text()) for r in range(pattern.n)]
+        spans = epoch_spans(records)
+        info: dict[str, Any] = {
+            "mode": self.mode, "devices": self.devices, "spans_s": spans,
+            "post_s": [r["post_s"] / max(1, len(r["epochs"])) for r in records],
+            "loop_wall_s": [r.get("loop_wall_s") for r in records],
+            "checks": [r["checks"] for r in records],
+            "client": [r.get("tuner") for r in records],
+        }
+        if use_tuner:
+            results, patterns, decisions = read_result(out)
+            info.update(run_info(out, results, patterns))
+            info["result_file"] = str(out)
+            return JobRun(name, results, patterns, decisions, info=info)
+        results = [EpochResult(e, s, (), self.message_bytes) for e, s in enumerate(spans)]
+        if on_epoch is not None:
+            for e in range(epochs):
+                on_epoch(name, e)
+        return JobRun(name, results, [pattern] * len(results), [], info=info)
+
+    def _limit_s(self, epochs: int) -> float:
+        # start-up (CUDA, NCCL, the tuner's handshake) plus a generous bound per epoch
+        return 2 * self.timeout_s + epochs * (self.compute_gap_s + 0.05)
+
+    def _wait(self, name: str, ranks: list[subprocess.Popen[Any]], logs: list[Path],
+              tuner: subprocess.Popen[Any] | None, epochs: int) -> None:
+        limit = self._limit_s(epochs)
+        deadline = time.monotonic() + limit
+        while True:
+            codes = [p.poll() for p in ranks]
+            failed = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
+            if failed:
+                r, code = failed[0]
+                text = logs[r].read_text(encoding="utf-8", errors="replace").strip()
+                last = [ln for ln in text.splitlines() if ln.startswith(f"rank {r}:")]
+                raise GpuError(f"job {name!r}: rank {r} failed (exit {code}): "
+                               f"{(last[-1] if last else text[-600:]) or '(no output)'}")
+            if all(c == 0 for c in codes):
+                break
+            if time.monotonic() > deadline:
+                raise GpuError(f"job {name!r}: ranks still running after {limit:.0f} s; "
+                               "killed every rank")
+            time.sleep(0.05)
+        if tuner is None:
+            return
+        try:
+            code = tuner.wait(timeout=self.timeout_s)
+        except subprocess.TimeoutExpired:
+            raise GpuError(f"job {name!r}: the tuner did not finish within "
+                           f"{self.timeout_s:g} s of the last rank") from None
+        if code not in (0, 3):  # 3: a partial result (its events say why), still readable
+            err = tuner.stderr.read() if tuner.stderr is not None else ""
+            raise GpuError(f"job {name!r}: the tuner failed (exit {code}): "
+                           f"{(err or '').strip()[-600:] or '(no output)'}")
+
+    def _kill(self) -> None:
+        for p in self._procs:
+            if p.poll() is None:
+                p.kill()
+        for p in self._procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self._procs = []
+
+    def close(self) -> None:
+        """Kill whatever of this job still runs and drop its temporary folder; idempotent."""
+        self._kill()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None

@@ -1,0 +1,223 @@
+"""The execution rule: when each flow of a pattern may start (DESIGN.md "Execution semantics").
+
+``"algorithm2"`` (the default) is the paper's Algorithm 2 (appendix B.1), the rule RCollective
+runs on real ranks: each chunk graph on its own streams; within one chunk graph a rank walks the
+steps in which it has operations in increasing order, posting every send and receive of a step
+and blocking until all of them (and the aggregation) are done before its next step. A flow
+``(t, u -> v)`` therefore runs only when both ``u`` and ``v`` have reached step ``t`` in its chunk
+graph, i.e. when every operation of each end's previous step in that graph has ended. Each rank's
+program (:func:`rank_programs`) is the one definition of that rule: RCollective and the GPU plan
+run it (:func:`react.runtime.schedule.rank_program`), the simulator and the critical path derive
+their waits from it here.
+
+``"dataflow"`` is the looser rule of :meth:`react.pattern.Pattern.dependencies`: a flow starts once
+every earlier flow into its source that carries one of its chunks has ended, whatever either end
+is doing otherwise (no receiver readiness, no serialisation of a rank's steps). It is a lower
+bound on the collective time, and the rule the simulator used before; kept as a named option.
+
+Both rules are expressed as *gates* (:class:`Gates`): a gate opens when each of its member flows
+has ended, and a flow starts when each gate it waits for is open. Under Algorithm 2 a gate is one
+rank's step in one chunk graph (each flow is a member of two: its sender's and its receiver's);
+under the dataflow rule a gate is one flow. Gates keep the simulator's bookkeeping linear in the
+number of flows even when a rank has many operations per step. See docs/deviations.md for what
+the choice changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from react.errors import ReactError
+from react.pattern import Pattern
+
+__all__ = [
+    "DEFAULT_EXECUTION",
+    "EXECUTION_RULES",
+    "ExecutionError",
+    "Gates",
+    "GraphProgram",
+    "StepOps",
+    "check_execution",
+    "flow_dependencies",
+    "gates",
+    "rank_programs",
+    "replay",
+]
+
+EXECUTION_RULES: tuple[str, ...] = ("algorithm2", "dataflow")
+"""The execution rules a backend or scenario may name."""
+DEFAULT_EXECUTION = "algorithm2"
+
+
+class ExecutionError(ReactError, ValueError):
+    """An unknown execution rule, or timings that do not fit a pattern."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepOps:
+    """What one rank does at one step of one chunk graph: flow indices it sends and receives.
+
+    Both tuples are in pattern flow order, which is also the order receives are applied in.
+    """
+
+    step: int
+    sends: tuple[int, ...]
+    recvs: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GraphProgram:
+    """One rank's steps in one chunk graph, in increasing step order."""
+
+    graph: int
+    steps: tuple[StepOps, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Gates:
+    """When each flow may start, as gates (module docstring).
+
+    ``members[g]``: the flows whose ends open gate ``g``; ``waits[i]``: the gates flow ``i``
+    waits for; ``opens[i]`` and ``released[g]`` are the inverse maps. Every tuple is sorted, so
+    a simulator that follows them launches flows in a fixed order. Every member of a gate has a
+    lower step than every flow waiting for it, so flows in pattern order are a topological order.
+    """
+
+    rule: str
+    members: tuple[tuple[int, ...], ...]
+    waits: tuple[tuple[int, ...], ...]
+    opens: tuple[tuple[int, ...], ...]
+    released: tuple[tuple[int, ...], ...]
+
+
+def check_execution(value: object, where: str = "execution") -> str:
+    """``value`` if it names an execution rule, else an :class:`ExecutionError` naming it."""
+    if not isinstance(value, str) or value not in EXECUTION_RULES:
+        raise ExecutionError(
+            f"{where} = {value!r}: expected one of {', '.join(map(repr, EXECUTION_RULES))}"
+        )
+    return value
+
+
+def rank_programs(pattern: Pattern) -> Mapping[int, tuple[GraphProgram, ...]]:
+    """Every rank's Algorithm 2 program: ``rank -> one GraphProgram per chunk graph it is in``.
+
+    Built in one pass over the flows and kept with the pattern (patterns are immutable). A rank
+    without any flow maps to ``()``.
+    """
+
+    def build() -> Mapping[int, tuple[GraphProgram, ...]]:
+        per: dict[int, dict[int, dict[int, tuple[list[int], list[int]]]]] = {
+            r: {} for r in pattern.ranks
+        }
+        for g in range(len(pattern.chunk_graphs())):
+            for i in pattern.flows_of_chunk_graph(g):
+                flow = pattern.flows[i]
+                per[flow.src].setdefault(g, {}).setdefault(flow.step, ([], []))[0].append(i)
+                per[flow.dst].setdefault(g, {}).setdefault(flow.step, ([], []))[1].append(i)
+        return MappingProxyType({
+            rank: tuple(
+                GraphProgram(g, tuple(StepOps(t, tuple(s), tuple(r))
+                                      for t, (s, r) in sorted(steps.items())))
+                for g, steps in sorted(graphs.items())
+            )
+            for rank, graphs in per.items()
+        })
+
+    return pattern.derived("rank_programs", build)
+
+
+def gates(pattern: Pattern, rule: str = DEFAULT_EXECUTION) -> Gates:
+    """The gates of ``pattern`` under ``rule`` (module docstring), kept with the pattern."""
+    check_execution(rule, "gates: rule")
+    return pattern.derived(("gates", rule), lambda: _build_gates(pattern, rule))
+
+
+def _build_gates(pattern: Pattern, rule: str) -> Gates:
+    n = len(pattern.flows)
+    members: list[tuple[int, ...]] = []
+    waits: list[list[int]] = [[] for _ in range(n)]
+    if rule == "dataflow":
+        deps = pattern.dependencies()
+        gate_of: dict[int, int] = {}
+        for j in sorted({j for d in deps for j in d}):
+            gate_of[j] = len(members)
+            members.append((j,))
+        for i, d in enumerate(deps):
+            waits[i] = [gate_of[j] for j in d]
+    else:
+        for programs in rank_programs(pattern).values():
+            for program in programs:
+                for before, after in zip(program.steps, program.steps[1:], strict=False):
+                    g = len(members)
+                    members.append(tuple(sorted((*before.sends, *before.recvs))))
+                    for i in (*after.sends, *after.recvs):
+                        waits[i].append(g)
+    opens: list[list[int]] = [[] for _ in range(n)]
+    released: list[list[int]] = [[] for _ in members]
+    for g, flows in enumerate(members):
+        for i in flows:
+            opens[i].append(g)
+    for i, gs in enumerate(waits):
+        gs.sort()
+        for g in gs:
+            released[g].append(i)
+    return Gates(rule, tuple(members), tuple(tuple(w) for w in waits),
+                 tuple(tuple(o) for o in opens), tuple(tuple(r) for r in released))
+
+
+def flow_dependencies(pattern: Pattern, rule: str = DEFAULT_EXECUTION
+                      ) -> tuple[tuple[int, ...], ...]:
+    """For each flow, the sorted indices of the flows whose ends it waits for under ``rule``.
+
+    Under ``"dataflow"`` this is :meth:`Pattern.dependencies`; under ``"algorithm2"`` it is every
+    operation of the sender's and of the receiver's previous step in the flow's chunk graph.
+    """
+    if check_execution(rule, "flow_dependencies: rule") == "dataflow":
+        return pattern.dependencies()
+
+    def build() -> tuple[tuple[int, ...], ...]:
+        gs = gates(pattern, rule)
+        return tuple(tuple(sorted({j for g in w for j in gs.members[g]})) for w in gs.waits)
+
+    return pattern.derived(("flow_dependencies", rule), build)
+
+
+def replay(gs: Gates, durations_s: Sequence[float], first_s: Sequence[float], slices: int = 1
+           ) -> tuple[list[float], list[float]]:
+    """Start and end of every unit when unit ``u`` lasts ``durations_s[u]``, per the gates.
+
+    A unit is slice ``k`` of flow ``i``, numbered ``i * slices + k`` (``slices=1``: units are
+    flows). Slice ``k`` of a flow waits for slice ``k`` of every member of its flow's gates and
+    for the flow's own slice ``k - 1``; slice 0 of a flow that waits for nothing starts at
+    ``first_s[i]``. Returns ``(starts, ends)`` by unit. This is the timeline the ranks observe
+    when each transfer takes the given time (used for measurement noise).
+    """
+    n = len(gs.waits)
+    if len(durations_s) != n * slices or len(first_s) != n:
+        raise ExecutionError(
+            f"replay: expected {n * slices} durations and {n} first starts, got "
+            f"{len(durations_s)} and {len(first_s)}"
+        )
+    opened = [0.0] * (len(gs.members) * slices)
+    starts = [0.0] * (n * slices)
+    ends = [0.0] * (n * slices)
+    for i in range(n):
+        wait = gs.waits[i]
+        for k in range(slices):
+            u = i * slices + k
+            if wait:
+                start = max(opened[g * slices + k] for g in wait)
+                if k and ends[u - 1] > start:
+                    start = ends[u - 1]
+            else:
+                start = ends[u - 1] if k else first_s[i]
+            end = start + durations_s[u]
+            starts[u] = start
+            ends[u] = end
+            for g in gs.opens[i]:
+                if end > opened[g * slices + k]:
+                    opened[g * slices + k] = end
+    return starts, ends
