@@ -10,10 +10,11 @@ same simulation, background flows still running, ``compute_gap_s`` after the las
 Several jobs share one world (:class:`Ns3World`): the simulation advances only while every job
 with epochs left has handed in its next batch, and stops whenever one batch ends.
 
-Each epoch runs the pattern with the design's execution rule
-(:meth:`react.pattern.Pattern.dependencies`, as :class:`~react.backends.sim.SimBackend`): a flow
-starts on a fresh TCP connection the moment the flows it depends on have delivered their last
-byte, and ends when its own last byte is delivered. Per-epoch port choices draw from the same
+Each epoch runs the pattern with the scenario's execution rule (``[sim] execution``, by default
+the paper's Algorithm 2; :func:`react.execution.flow_dependencies`, as
+:class:`~react.backends.sim.SimBackend`): a flow starts on a fresh TCP connection the moment
+the flows it waits for have delivered their last byte, and ends when its own last byte is
+delivered. Per-epoch port choices draw from the same
 seeded generator as the simulator's, so both backends send each flow on the same ECMP path.
 """
 
@@ -33,6 +34,7 @@ from react.backends.ns3.plan import Fabric, world_request
 from react.backends.ns3.process import Ns3Process, current_shared
 from react.backends.ns3.spec import Ns3Spec
 from react.errors import ReactError
+from react.execution import DEFAULT_EXECUTION, check_execution, flow_dependencies
 from react.pattern import Pattern
 
 if TYPE_CHECKING:
@@ -150,11 +152,13 @@ class Ns3Backend:
         As :class:`react.backends.sim.SimBackend`'s.
     tenant : str
         The job's name (its key in the world).
+    execution : {"algorithm2", "dataflow"}
+        The execution rule (:mod:`react.execution`).
     """
 
     def __init__(self, world: Ns3World, hosts: Sequence[str], message_bytes: float, *,
                  connections: int = 4, compute_gap_s: float = 0.0, seed: int = 0,
-                 tenant: str = "job") -> None:
+                 tenant: str = "job", execution: str = DEFAULT_EXECUTION) -> None:
         hosts = tuple(hosts)
         if len(set(hosts)) != len(hosts):
             raise ReactError(f"Ns3Backend: hosts must be distinct, got {hosts!r}")
@@ -164,6 +168,7 @@ class Ns3Backend:
         self.connections = connections
         self.compute_gap_s = float(compute_gap_s)
         self.tenant = tenant
+        self.execution = check_execution(execution, "Ns3Backend: execution")
         self._rng = np.random.default_rng(seed)
         self._epochs_run = 0
         self._next_start_s = world.spec.warmup_s
@@ -192,7 +197,8 @@ class Ns3Backend:
         batch = {
             "flows": [[index[host[f.src]], index[host[f.dst]], max(1, round(s))]
                       for f, s in zip(flows, sizes, strict=True)],
-            "deps": [[i, j] for i, d in enumerate(pattern.dependencies()) for j in d],
+            "deps": [[i, j] for i, d in enumerate(flow_dependencies(pattern, self.execution))
+                     for j in d],
             "ports": [[int(p) for p in row] for row in ports],
             "start_s": self._next_start_s,
             "gap_s": self.compute_gap_s,
@@ -245,6 +251,7 @@ def scenario_jobs(scenario: Scenario, *, react: bool | None = None) -> Iterator[
                                               strict=True):
             backend = Ns3Backend(shared, job.hosts, job.message_bytes,
                                  connections=job.connections, compute_gap_s=job.compute_gap_s,
-                                 seed=job.seed, tenant=job.name)
+                                 seed=job.seed, tenant=job.name,
+                                 execution=scenario.sim.execution)
             jobs.append(Job(job.name, backend, pattern, job.epochs, controller))
         yield jobs
