@@ -5,7 +5,8 @@ scenario file (:mod:`react.scenario`) with a progress bar and prints per-job tab
 controller's decisions; ``react patterns`` lists, shows, verifies and draws pattern generators.
 ``react sweep SPEC`` and ``react report`` (grids of scenarios, the results store) are defined in
 :mod:`react.sweep`, ``react plot`` (figures from the store) in :mod:`react.plots`, ``react regress``
-(suites, golden decision traces, controllers side by side) in :mod:`react.regress.cli`.
+(suites, golden decision traces, controllers side by side) in :mod:`react.regress.cli`,
+``react crossval`` (one scenario on several backends, compared) in :mod:`react.crossval`.
 This module (with :mod:`react.report` for the tables) is the only place that prints.
 
 Bad input (a missing or invalid scenario, a bad number) prints one line ``react: error: ...`` on
