@@ -264,8 +264,11 @@ def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> Non
                "--backends sim,tcp,ns3 --epochs 6",
     )
     p.add_argument("scenario", metavar="SCENARIO", help="scenario TOML file")
-    p.add_argument("--backends", metavar="A,B,...", default="sim,ns3",
-                   help="backends to compare, the first is the reference (default sim,ns3)")
+    p.add_argument("--backends", metavar="A,B,...", default="sim,tcp,ns3",
+                   help="backends to compare, the first is the reference: sim (flowsim, exact "
+                        "max-min), tcp (flowsim, TCP-aware sharing), ns3 (packet level, extra "
+                        "[ns3]), emu (real ranks, root), gpu; a name may repeat (default "
+                        "sim,tcp,ns3)")
     p.add_argument("--epochs", metavar="N", type=int, default=DEFAULT_EPOCHS,
                    help=f"epochs per job (default {DEFAULT_EPOCHS}: a short run; 0 keeps the "
                         "file's)")
