@@ -384,6 +384,7 @@ class World
     // Run until an epoch marked `stop` ends (or nothing is left to do); returns the time.
     double Run()
     {
+        m_stopped = false;
         Simulator::Run();
         return Simulator::Now().GetSeconds();
     }
@@ -449,10 +450,12 @@ class World
         return n;
     }
 
-    // Nothing left to simulate (an unfinished epoch then never ends).
+    // The last Run() ended because nothing was left to simulate, not at a batch's end (an
+    // unfinished epoch then never ends). Simulator::IsFinished() cannot tell: it is also true
+    // after a Stop().
     bool Idle() const
     {
-        return Simulator::IsFinished();
+        return !m_stopped;
     }
 
     uint64_t Events() const
@@ -676,6 +679,7 @@ class World
         }
         if (ep.stop)
         {
+            m_stopped = true;
             Simulator::Stop();
         }
     }
@@ -697,6 +701,7 @@ class World
     std::unordered_map<Socket*, int32_t> m_rxFlow;
     std::vector<Ptr<Socket>> m_keep;
     uint64_t m_unknown = 0;
+    bool m_stopped = false;
 };
 
 } // namespace react_ns3

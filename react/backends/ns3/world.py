@@ -112,6 +112,14 @@ class Ns3World:
                         f"ns-3 world to hand in their next batches ({', '.join(waiting)})")
             return self._done.pop(job)
 
+    def fail(self, job: str, exc: BaseException) -> None:
+        """``job`` failed outside the child (bad results): release the jobs waiting for it."""
+        with self._cond:
+            if self._error is None:
+                self._error = exc
+            self._remaining[job] = 0
+            self._cond.notify_all()
+
     def _ready(self) -> bool:
         active = [j for j, n in self._remaining.items() if n > 0]
         return all(j in self._pending or j in self._inflight for j in active)
@@ -206,6 +214,18 @@ class Ns3Backend:
         }
         first = self._epochs_run
         reply, stats = self.world.run_batch(self.tenant, batch)
+        try:
+            results = self._results(reply, stats, flows, sizes, first)
+        except Ns3Error as exc:
+            self.world.fail(self.tenant, exc)
+            raise
+        self._epochs_run += epochs
+        self._next_start_s = reply[-1]["end_s"] + self.compute_gap_s
+        self.batches.append(stats | {"epochs": epochs})
+        return results
+
+    def _results(self, reply: list[dict[str, Any]], stats: dict[str, Any], flows: Any,
+                 sizes: list[float], first: int) -> list[EpochResult]:
         results = []
         for k, ep in enumerate(reply):
             t0 = ep["start_s"]
@@ -218,9 +238,6 @@ class Ns3Backend:
             timings = tuple(FlowTiming(f, s - t0, e - t0, sizes[i])
                             for i, (f, (s, e)) in enumerate(zip(flows, ep["flows"], strict=True)))
             results.append(EpochResult(first + k, ep["end_s"] - t0, timings, self.message_bytes))
-        self._epochs_run += epochs
-        self._next_start_s = reply[-1]["end_s"] + self.compute_gap_s
-        self.batches.append(stats | {"epochs": epochs})
         return results
 
     def close(self) -> None:
