@@ -26,9 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from react.outdir import experiment_dirs
+from react.outdir import experiment_dirs, variant_name
 from react.plots import run_and_plot
 from react.sweep import scenario_points
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+"""Where a full run writes (``--out docs/results`` regenerates the committed files)."""
 
 FLOWS = (1, 2, 4, 8)
 P_VALUES = (1, 2, 4)
@@ -74,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="results store (SQLite, resumable; default results/fig12.sqlite, "
                              "with --quick a temporary folder)")
     parser.add_argument("--out", "--out-dir", dest="out_dir", default=None,
-                        help="where fig12.png/.csv go (default docs/results; with --quick a new "
+                        help="where fig12.png/.csv go (default results/, docs/results only "
+                             "when asked; with --quick a new "
                              "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     args = parser.parse_args(argv)
@@ -87,11 +91,14 @@ def main(argv: Sequence[str] | None = None) -> int:
              for x in flows_values for p in ps for s in seeds]
     sweep = "fig12" + ("-quick" if args.quick else "") + ("-out" if args.direction == "out"
                                                            else "")
-    points = scenario_points(sweep, cases, react="both", warmup_epochs=warmup)
-    out_dir, store = experiment_dirs("fig12", quick=args.quick, out=args.out_dir,
-                                     store=args.store, default_out=Path("docs/results"),
-                                     default_store=Path("results/fig12.sqlite"))
     stem = "fig12" if args.direction == "in" else "fig12_out"
+    if not args.quick:  # other options than the defaults: files of their own
+        chosen, defaults = {"s": args.seeds, "e": args.epochs}, {"s": 10, "e": 100}
+        sweep, stem = variant_name(sweep, chosen, defaults), variant_name(stem, chosen, defaults)
+    points = scenario_points(sweep, cases, react="both", warmup_epochs=warmup)
+    out_dir, store = experiment_dirs(stem, quick=args.quick, out=args.out_dir,
+                                     store=args.store, default_out=RESULTS,
+                                     default_store=RESULTS / f"{stem}.sqlite")
     clock = time.perf_counter()
     run_and_plot(points, store=store, png=out_dir / f"{stem}.png",
                  csv_path=out_dir / f"{stem}.csv", x="congested_flows", series="p",

@@ -16,7 +16,7 @@ all instead of 1,440), to keep the full run near ten minutes on a 2-core machine
 
 Run::
 
-    python -m experiments.fig13            # full, writes docs/results/fig13.{png,csv}
+    python -m experiments.fig13            # full, writes results/ fig13.{png,csv}
     python -m experiments.fig13 --quick    # seconds
 """
 
@@ -34,7 +34,7 @@ if __package__ in (None, ""):  # run as a file: make `experiments` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.fig5 import (
-    ROOT,
+    RESULTS,
     WARMUP,
     K,
     congested_pairs,
@@ -45,7 +45,7 @@ from experiments.fig5 import (
     spread_hosts,
     write_csv,
 )
-from react.outdir import experiment_dirs
+from react.outdir import experiment_dirs, variant_name
 from react.sweep import Point
 
 SIZES = (20e6, 2e6, 1e5)
@@ -159,7 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=100)
     parser.add_argument("--store", type=Path, help="results store (default results/fig13.sqlite)")
     parser.add_argument("--out", type=Path, default=None,
-                        help="output folder (default docs/results; with --quick a new "
+                        help="output folder (default results/, docs/results only when asked; "
+                             "with --quick a new "
                              "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--no-progress", action="store_true")
@@ -170,9 +171,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             [2e6], [4], [2], [1, 4], 1, 13
         warmup = 6
     sweep = "fig13" + ("-quick" if args.quick else "")
+    if not args.quick:  # other options than the defaults: files of their own
+        sweep = variant_name(
+            sweep, {"s": args.scenarios, "size": args.sizes, "p": args.ps, "x": args.xs,
+                    "c": args.connections, "e": args.epochs},
+            {"s": 5, "size": list(SIZES), "p": [1, 4], "x": [1, 2, 4, 8],
+             "c": list(CONNECTIONS), "e": 100})
     args.out, store = experiment_dirs(sweep, quick=args.quick, out=args.out, store=args.store,
-                                     default_out=ROOT / "docs" / "results",
-                                     default_store=ROOT / "results" / f"{sweep}.sqlite")
+                                     default_out=RESULTS,
+                                     default_store=RESULTS / f"{sweep}.sqlite")
     points = fig13_points(args.sizes, args.ps, args.xs, args.connections, args.scenarios,
                           epochs=args.epochs, sweep=sweep, warmup=warmup)
     runs, timing = run_points(points, store, workers=args.workers,

@@ -29,7 +29,7 @@ file), so an interrupted run resumes where it stopped. The helpers here (:func:`
 
 Run::
 
-    python -m experiments.fig5            # full: 480 runs, writes docs/results/fig5.{png,csv}
+    python -m experiments.fig5            # full: 480 runs, writes results/ fig5.{png,csv}
     python -m experiments.fig5 --quick    # seconds: a handful of short runs
 """
 
@@ -50,7 +50,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a file: make `experiments` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from react.outdir import experiment_dirs
+from react.outdir import experiment_dirs, variant_name
 from react.store import ResultStore, RunRecord
 from react.sweep import DEFAULT_RUNNER, Point, code_version, execute
 
@@ -63,6 +63,8 @@ K = 8
 RANKS = 8
 WARMUP = 25
 ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+"""Where a full run writes (``--out docs/results`` regenerates the committed files)."""
 
 
 # -- scenarios -------------------------------------------------------------------------------------
@@ -328,7 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "scenario")
     parser.add_argument("--store", type=Path, help="results store (default results/fig5.sqlite)")
     parser.add_argument("--out", type=Path, default=None,
-                        help="folder for fig5.png and fig5.csv (default docs/results; with "
+                        help="folder for fig5.png and fig5.csv (default results/, docs/results "
+                             "only when asked; with "
                              "--quick a new temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--no-progress", action="store_true")
@@ -341,9 +344,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     sweep = ("fig5" + ("-quick" if args.quick else "")
              + ("-out" if args.direction == "out" else "")
              + ("-random" if args.placement == "random" else ""))
+    if not args.quick:  # other options than the defaults: a file of their own
+        sweep = variant_name(sweep, {"c": args.collectives, "x": args.xs, "p": args.ps,
+                                     "s": args.scenarios, "e": args.epochs},
+                             {"c": list(COLLECTIVES), "x": [1, 2, 4, 8], "p": [1, 2, 4],
+                              "s": 10, "e": 100})
     args.out, store = experiment_dirs(sweep, quick=args.quick, out=args.out, store=args.store,
-                                     default_out=ROOT / "docs" / "results",
-                                     default_store=ROOT / "results" / f"{sweep}.sqlite")
+                                     default_out=RESULTS,
+                                     default_store=RESULTS / f"{sweep}.sqlite")
     points = fig5_points(args.collectives, args.xs, args.ps, args.scenarios, epochs=args.epochs,
                          direction=args.direction, sweep=sweep, warmup=warmup,
                          placement=args.placement)

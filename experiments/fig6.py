@@ -22,9 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from react.outdir import experiment_dirs
+from react.outdir import experiment_dirs, variant_name
 from react.plots import run_and_plot
 from react.sweep import scenario_points
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+"""Where a full run writes (``--out docs/results`` regenerates the committed files)."""
 
 OVERLAPS = (1, 2, 3, 4)
 RANKS = 8
@@ -67,7 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="results store (SQLite, resumable; default results/fig6.sqlite, "
                              "with --quick a temporary folder)")
     parser.add_argument("--out", "--out-dir", dest="out_dir", default=None,
-                        help="where fig6.png/.csv go (default docs/results; with --quick a new "
+                        help="where fig6.png/.csv go (default results/, docs/results only when "
+                             "asked; with --quick a new "
                              "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     args = parser.parse_args(argv)
@@ -77,14 +81,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         overlaps, seeds, epochs, warmup = (2,), range(1), 8, 2
     cases = [({"overlapping_nodes": o}, scenario(o, s, epochs=epochs))
              for o in overlaps for s in seeds]
-    points = scenario_points("fig6" + ("-quick" if args.quick else ""), cases, react="both",
-                             warmup_epochs=warmup)
-    out_dir, store = experiment_dirs("fig6", quick=args.quick, out=args.out_dir,
-                                     store=args.store, default_out=Path("docs/results"),
-                                     default_store=Path("results/fig6.sqlite"))
+    stem = "fig6" + ("-quick" if args.quick else "")
+    if not args.quick:  # other options than the defaults: files of their own
+        stem = variant_name(stem, {"s": args.seeds, "e": args.epochs}, {"s": 5, "e": 100})
+    points = scenario_points(stem, cases, react="both", warmup_epochs=warmup)
+    out_dir, store = experiment_dirs(stem, quick=args.quick, out=args.out_dir,
+                                     store=args.store, default_out=RESULTS,
+                                     default_store=RESULTS / f"{stem}.sqlite")
     clock = time.perf_counter()
-    run_and_plot(points, store=store, png=out_dir / "fig6.png",
-                 csv_path=out_dir / "fig6.csv", x="overlapping_nodes", workers=args.workers,
+    run_and_plot(points, store=store, png=out_dir / f"{stem}.png",
+                 csv_path=out_dir / f"{stem}.csv", x="overlapping_nodes", workers=args.workers,
                  out=sys.stdout,
                  title="Fig. 6: tree (job 1) + ring (job 2) AllReduce, 20 MB, star, "
                        "shared servers",

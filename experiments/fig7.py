@@ -28,9 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from react.outdir import experiment_dirs
+from react.outdir import experiment_dirs, variant_name
 from react.plots import run_and_plot
 from react.sweep import scenario_points
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+"""Where a full run writes (``--out docs/results`` regenerates the committed files)."""
 
 CASES = {
     "a: ring + ring": ("allreduce_ring", "allreduce_ring"),
@@ -80,7 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="results store (SQLite, resumable; default results/fig7.sqlite, "
                              "with --quick a temporary folder)")
     parser.add_argument("--out", "--out-dir", dest="out_dir", default=None,
-                        help="where fig7.png/.csv go (default docs/results; with --quick a new "
+                        help="where fig7.png/.csv go (default results/, docs/results only when "
+                             "asked; with --quick a new "
                              "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     args = parser.parse_args(argv)
@@ -90,15 +94,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases_used, seeds, epochs, warmup = cases_used[:1], range(1), 8, 2
     cases = [({"case": c}, scenario(c, s, epochs=epochs)) for c in cases_used for s in seeds]
     sweep = "fig7" + ("-quick" if args.quick else "")
+    if not args.quick:  # other options than the defaults: files of their own
+        sweep = variant_name(sweep, {"s": args.seeds, "e": args.epochs}, {"s": 3, "e": 100})
     # "both": REACT off / on for every job; "scenario": on for job 1 only (the same off run)
     points = (scenario_points(sweep, cases, react="both", warmup_epochs=warmup)
               + scenario_points(sweep, cases, react="scenario", warmup_epochs=warmup))
-    out_dir, store = experiment_dirs("fig7", quick=args.quick, out=args.out_dir,
-                                     store=args.store, default_out=Path("docs/results"),
-                                     default_store=Path("results/fig7.sqlite"))
+    out_dir, store = experiment_dirs(sweep, quick=args.quick, out=args.out_dir,
+                                     store=args.store, default_out=RESULTS,
+                                     default_store=RESULTS / f"{sweep}.sqlite")
     clock = time.perf_counter()
-    run_and_plot(points, store=store, png=out_dir / "fig7.png",
-                 csv_path=out_dir / "fig7.csv", x="case", workers=args.workers, out=sys.stdout,
+    run_and_plot(points, store=store, png=out_dir / f"{sweep}.png",
+                 csv_path=out_dir / f"{sweep}.csv", x="case", workers=args.workers, out=sys.stdout,
                  title="Fig. 7: two 8-rank jobs, 20 MB, Alibaba fabric (720 servers),\n"
                        "network sharing only",
                  xlabel="jobs", mode_labels={"on": "REACT on both", "scenario": "REACT on job 1"})

@@ -30,9 +30,12 @@ import numpy as np
 
 from flowsim.routing import Router
 from flowsim.topologies import fat_tree
-from react.outdir import experiment_dirs
+from react.outdir import experiment_dirs, variant_name
 from react.plots import run_and_plot
 from react.sweep import scenario_points
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+"""Where a full run writes (``--out docs/results`` regenerates the committed files)."""
 
 FAILED = (1, 2, 3, 4)
 CAPACITIES_GBPS = (30, 50, 80)
@@ -87,13 +90,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  "k=8 fat-tree with partially failed links.")
     parser.add_argument("--quick", action="store_true",
                         help="tiny run (1 and 2 links at 30 Gb/s, 1 seed, 12 epochs)")
-    parser.add_argument("--seeds", type=int, default=10, help="scenarios per point (default 10)")
+    parser.add_argument("--seeds", type=int, default=5, help="scenarios per point (default 5)")
     parser.add_argument("--epochs", type=int, default=100, help="epochs per run (default 100)")
     parser.add_argument("--store", default=None,
                         help="results store (SQLite, resumable; default results/fig8.sqlite, "
                              "with --quick a temporary folder)")
     parser.add_argument("--out", "--out-dir", dest="out_dir", default=None,
-                        help="where fig8.png/.csv go (default docs/results; with --quick a new "
+                        help="where fig8.png/.csv go (default results/, docs/results only when "
+                             "asked; with --quick a new "
                              "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     args = parser.parse_args(argv)
@@ -106,14 +110,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     cases = [({"failed_links": n, "capacity_gbps": c},
               scenario(n, c, s, epochs=epochs, candidates=candidates[s]))
              for n in failed for c in caps for s in seeds]
-    points = scenario_points("fig8" + ("-quick" if args.quick else ""), cases, react="both",
-                             warmup_epochs=warmup)
-    out_dir, store = experiment_dirs("fig8", quick=args.quick, out=args.out_dir,
-                                     store=args.store, default_out=Path("docs/results"),
-                                     default_store=Path("results/fig8.sqlite"))
+    stem = "fig8" + ("-quick" if args.quick else "")
+    if not args.quick:  # other options than the defaults: files of their own
+        stem = variant_name(stem, {"s": args.seeds, "e": args.epochs}, {"s": 5, "e": 100})
+    points = scenario_points(stem, cases, react="both", warmup_epochs=warmup)
+    out_dir, store = experiment_dirs(stem, quick=args.quick, out=args.out_dir,
+                                     store=args.store, default_out=RESULTS,
+                                     default_store=RESULTS / f"{stem}.sqlite")
     clock = time.perf_counter()
-    run_and_plot(points, store=store, png=out_dir / "fig8.png",
-                 csv_path=out_dir / "fig8.csv", x="failed_links", series="capacity_gbps",
+    run_and_plot(points, store=store, png=out_dir / f"{stem}.png",
+                 csv_path=out_dir / f"{stem}.csv", x="failed_links", series="capacity_gbps",
                  workers=args.workers, out=sys.stdout,
                  title="Fig. 8: 8-rank tree AllReduce, 20 MB, k=8 fat-tree, 4-way ECMP,\n"
                        "partial link failures",

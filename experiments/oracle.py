@@ -29,6 +29,8 @@ REACT's mean includes its exploration epochs; the pattern it ended with is also 
 Run::
 
     python -m experiments.oracle            # tree AllReduce, p = 2, x in {1, 2, 4, 8}, 10 each
+    python -m experiments.oracle --collective tree rd --p 1 2 4   # every Fig. 5 scenario:
+                                            # fig5_oracle_ctree-rd_p1-2-4.csv
     python -m experiments.oracle --quick    # one scenario, narrow and shallow search
 """
 
@@ -46,11 +48,11 @@ import numpy as np
 if __package__ in (None, ""):  # run as a file: make `experiments` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.fig5 import ROOT, K, congested_pairs, scenario_doc, spread_hosts, write_csv
+from experiments.fig5 import RESULTS, K, congested_pairs, scenario_doc, spread_hosts, write_csv
 from react.critical import critical_path
 from react.estimate import FctHistory, FctModel
 from react.jobs import JobRun, run_jobs
-from react.outdir import experiment_dirs
+from react.outdir import experiment_dirs, variant_name
 from react.pattern import Pattern
 from react.scenario import Scenario, open_jobs, parse_scenario
 from react.swapspace import SwapSpace
@@ -210,6 +212,21 @@ def summary_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def output_name(args: argparse.Namespace) -> str:
+    """``fig5_oracle`` with every option that differs from its default in the name, so that a
+    run with other options never overwrites another's file (``--baseline-only`` keeps its
+    historical ``_baseline_only``, ``--quick`` is ``_quick``)."""
+    if args.quick:
+        return "fig5_oracle_quick"
+    name = variant_name(
+        "fig5_oracle",
+        {"c": args.collectives, "p": args.ps, "x": args.xs, "s": args.scenarios,
+         "e": args.epochs, "beam": args.beam, "depth": args.depth, "confirm": args.confirm},
+        {"c": ["tree"], "p": [2], "x": [1, 2, 4, 8], "s": 10, "e": 100, "beam": 8, "depth": 3,
+         "confirm": 4})
+    return name + ("_baseline_only" if args.baseline_only else "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m experiments.oracle",
@@ -217,9 +234,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "analytical model, confirmed in the simulator), on Fig. 5 scenarios.")
     parser.add_argument("--quick", action="store_true",
                         help="one scenario (x = 1, p = 2), 13 epochs, beam 2, depth 1")
-    parser.add_argument("--collective", choices=("tree", "rd"), default="tree")
+    parser.add_argument("--collective", nargs="+", choices=("tree", "rd"), default=["tree"],
+                        dest="collectives", help="one or both (default tree)")
     parser.add_argument("--x", nargs="+", type=int, default=[1, 2, 4, 8], dest="xs")
-    parser.add_argument("--p", type=int, default=2)
+    parser.add_argument("--p", nargs="+", type=int, default=[2], dest="ps")
     parser.add_argument("--scenarios", type=int, default=10)
     parser.add_argument("--epochs", type=int, default=100)
     parser.add_argument("--beam", type=int, default=8)
@@ -230,26 +248,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the model knows only the baseline run's FCTs (default: also every "
                              "epoch of the REACT run)")
     parser.add_argument("--out", type=Path, default=None,
-                        help="folder for fig5_oracle.csv (default docs/results; with --quick a "
-                             "new temporary folder, so the committed files stay)")
+                        help="folder for the CSV (default results/, docs/results only when "
+                             "asked; with --quick a new "
+                             "temporary folder, so the committed files stay). Its name is "
+                             "fig5_oracle plus every option that differs from its default")
     args = parser.parse_args(argv)
     warmup = WARMUP
     if args.quick:
         args.xs, args.scenarios, args.epochs, args.beam, args.depth, args.confirm = \
             [1], 1, 13, 2, 1, 1
         warmup = 6
+    name = output_name(args)
     rows = []
     clock = time.perf_counter()
-    for x in args.xs:
-        for s in range(args.scenarios):
-            rows.append(oracle_point(args.collective, x, args.p, s, epochs=args.epochs,
-                                     beam=args.beam, depth=args.depth, confirm=args.confirm,
-                                     warmup=warmup,
-                                     learn_from_react=not args.baseline_only))
-    name = ("fig5_oracle" + ("_baseline_only" if args.baseline_only else "")
-            + ("_quick" if args.quick else ""))
+    cells = [(c, p, x, s) for c in args.collectives for p in args.ps for x in args.xs
+             for s in range(args.scenarios)]
+    for k, (collective, p, x, s) in enumerate(cells, 1):
+        rows.append(oracle_point(collective, x, p, s, epochs=args.epochs,
+                                 beam=args.beam, depth=args.depth, confirm=args.confirm,
+                                 warmup=warmup, learn_from_react=not args.baseline_only))
+        print(f"[{k}/{len(cells)}] {collective} p={p} x={x} scenario {s}: oracle "
+              f"{rows[-1]['oracle_gain']:+.1%}, REACT {rows[-1]['react_gain']:+.1%} "
+              f"({time.perf_counter() - clock:.0f} s)", flush=True)
     args.out, _ = experiment_dirs(name, quick=args.quick, out=args.out,
-                                  default_out=ROOT / "docs" / "results")
+                                  default_out=RESULTS)
     write_csv(args.out / f"{name}.csv", rows)
     for line in summary_lines(rows):
         print(line)

@@ -19,7 +19,8 @@ the time). Change counts are reported as measured and scaled to 5,000 epochs.
 
 Run::
 
-    python -m experiments.table2            # full, writes docs/results/table2.csv
+    python -m experiments.table2            # full, writes results/ table2.csv
+    python -m experiments.table2 --epochs 5000   # the testbed's length: table2_e5000.csv
     python -m experiments.table2 --quick    # seconds
 """
 
@@ -36,8 +37,16 @@ import numpy as np
 if __package__ in (None, ""):  # run as a file: make `experiments` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.fig5 import ROOT, K, make_point, paired_rows, run_points, scenario_doc, write_csv
-from react.outdir import experiment_dirs
+from experiments.fig5 import (
+    RESULTS,
+    K,
+    make_point,
+    paired_rows,
+    run_points,
+    scenario_doc,
+    write_csv,
+)
+from react.outdir import experiment_dirs, variant_name
 from react.sweep import Point
 
 PAPER = {  # (ranks, p) -> (mean speedup, p95 speedup, #changes), paper Table 2
@@ -103,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--message-bytes", type=float, default=100e6)
     parser.add_argument("--store", type=Path, help="results store (default results/table2.sqlite)")
     parser.add_argument("--out", type=Path, default=None,
-                        help="output folder (default docs/results; with --quick a new "
+                        help="output folder (default results/, docs/results only when asked; "
+                             "with --quick a new "
                              "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--no-progress", action="store_true")
@@ -111,9 +121,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quick:
         args.ranks, args.ps, args.allocations, args.epochs = [4], [0, 2], 1, 20
     sweep = "table2" + ("-quick" if args.quick else "")
+    if not args.quick:  # other options than the defaults: files of their own
+        sweep = variant_name(
+            sweep, {"n": args.ranks, "p": args.ps, "a": args.allocations, "e": args.epochs,
+                    "m": args.message_bytes},
+            {"n": [4, 8], "p": [0, 1, 2], "a": 5, "e": 1000, "m": 100e6})
     args.out, store = experiment_dirs(sweep, quick=args.quick, out=args.out, store=args.store,
-                                     default_out=ROOT / "docs" / "results",
-                                     default_store=ROOT / "results" / f"{sweep}.sqlite")
+                                     default_out=RESULTS,
+                                     default_store=RESULTS / f"{sweep}.sqlite")
     points = table2_points(args.ranks, args.ps, args.allocations, epochs=args.epochs,
                            message_bytes=args.message_bytes, sweep=sweep)
     runs, timing = run_points(points, store, workers=args.workers,

@@ -12,8 +12,8 @@ torch.distributed's Gloo transport (needs the ``[torch]`` extra). Needs root (na
 
 Run::
 
-    sudo python3 experiments/table2_emu.py --gloo --out docs/results   # ~21 min on 2 cores
-    sudo python3 experiments/table2_emu.py --quick   # a minute, to ./results/table2_emu/
+    sudo python3 experiments/table2_emu.py --gloo --out docs/results   # table2_emu_gloo.csv
+    sudo python3 experiments/table2_emu.py --quick   # a minute, to a new temporary folder
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ if __package__ in (None, ""):  # run as a file: make `experiments` importable
 
 from experiments.table2 import PAPER
 from react import report
+from react.outdir import experiment_dirs, variant_name
 from react.scenario import parse_scenario, run_scenario
 from react.store import write_csv_rows
 
@@ -112,12 +113,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--link-rate-bps", type=float, default=200e6)
     parser.add_argument("--gloo", action="store_true",
                         help="also run the 8-rank p = 2 row on torch's Gloo transport")
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "table2_emu",
-                        help="directory for table2_emu.csv (default ./results/table2_emu; "
-                             "docs/results only when asked)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="directory for the CSV (default ./results/table2_emu; with --quick "
+                             "a new temporary folder; docs/results only when asked)")
     args = parser.parse_args(argv)
     if args.quick:
         args.ranks, args.ps, args.epochs, args.message_bytes = [4], [2], 24, 1024 * 1024
+        name = "table2_emu-quick"
+    else:  # other options than the defaults: a file of their own
+        name = variant_name(
+            "table2_emu", {"n": args.ranks, "p": args.ps, "e": args.epochs,
+                           "m": args.message_bytes, "rate": args.link_rate_bps,
+                           "gloo": args.gloo},
+            {"n": [4, 8], "p": [0, 1, 2], "e": 90, "m": 4 * 1024 * 1024, "rate": 200e6,
+             "gloo": False})
+    args.out, _ = experiment_dirs(name, quick=args.quick, out=args.out,
+                                  default_out=ROOT / "results" / "table2_emu")
     cells = [(n, p, "emu", "socket") for n in args.ranks for p in args.ps]
     cells += [(n, p, "sim", "-") for n in args.ranks for p in args.ps]
     if args.gloo:
@@ -140,8 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f" -> {stats['mean_on_s']*1e3:8.1f} ms (x{stats['speedup_mean']:.3f}), p95 "
               f"x{stats['speedup_p95']:.3f}, {stats['changes']} changes; paper x{paper[0]:.3f}"
               f" / x{paper[1]:.3f}, {paper[2]:g} changes per 5k", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "table2_emu.csv"
+    path = args.out / f"{name}.csv"
     write_csv_rows(path, [{k: r.get(k) for k in FIELDS} for r in rows], FIELDS)
     print()
     for line in markdown_table(rows):

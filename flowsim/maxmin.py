@@ -174,12 +174,9 @@ def water_fill_columns(P: np.ndarray, weights: np.ndarray | None, capacity: np.n
             r = fmin.compress(fix)
             tiled = buf[: width * k]
             if unit:
-                wsum -= np.bincount(Pf, minlength=size)
+                wsum -= np.bincount(Pf, minlength=size)  # counts: exact
             else:
-                wf = w.compress(fix)
-                tiled.reshape(width, k)[:] = wf
-                wsum -= np.bincount(Pf, weights=tiled, minlength=size)
-                r = wf * r
+                r = w.compress(fix) * r
                 w = w.compress(wait)
             if idx is None:
                 idx = np.arange(n_flows)
@@ -189,6 +186,12 @@ def water_fill_columns(P: np.ndarray, weights: np.ndarray | None, capacity: np.n
             P = P.compress(wait, axis=1)
             idx = idx.compress(wait)
             n -= k
+            if not unit:
+                # Weight sums of the flows still rising, summed afresh: subtracting the frozen
+                # flows' weights would swamp a weight of 1e-9 beside one of 1 in round-off.
+                tw = buf[: width * n]
+                tw.reshape(width, n)[:] = w
+                wsum = np.bincount(P.ravel(), weights=tw, minlength=size)
     # Round-off can leave a full link a hair below zero; no rate is negative.
     return np.maximum(rates, 0.0, out=rates)
 
@@ -289,16 +292,27 @@ def water_fill_lists(paths: Sequence[Sequence[int]], weights: Sequence[float],
                 path = paths[i]
                 if pos < len(path):
                     lk = path[pos]
-                    w = 1.0 if unit else weights[i]
                     if lk in dec:
                         dec[lk] += r
-                        dw[lk] += w
+                        dw[lk] += 1.0
                     else:
                         dec[lk] = 0.0 + r
-                        dw[lk] = 0.0 + w
+                        dw[lk] = 1.0
         for lk, d in dec.items():
             rem[lk] -= d
-            wsum[lk] -= dw[lk]
+        if unit:
+            for lk, d in dw.items():
+                wsum[lk] -= d  # counts: exact
+        else:
+            # The weight sums of the flows still rising, afresh (the array core's order):
+            # subtracting frozen weights would swamp tiny weights beside large ones.
+            wsum = dict.fromkeys(wsum, 0.0)
+            width = max(len(paths[i]) for i in waiting)
+            for pos in range(width):
+                for i in waiting:
+                    path = paths[i]
+                    if pos < len(path):
+                        wsum[path[pos]] += weights[i]
         for i in fixed:
             for lk in paths[i]:
                 c = cnt[lk] - 1

@@ -42,6 +42,12 @@ departure the level is the departing flow's own level; for a link gaining flows 
 capacity it is computed exactly from the link's piecewise-linear fill curve
 (:meth:`Network._safe_level`).
 
+With few running flows (up to ``_CLOSURE_FLOWS``) the re-solve is narrowed further to the
+*closure* of the change over saturated links (:meth:`Network._closure`): a flow whose bottleneck
+carries no flow of the closure keeps its rate. The closure's solve is checked afterwards (a link
+the new rates fill, shared with a flow outside, grows the closure), so the rates stay exact;
+they may differ from a solve of every flow above the level cut by round-off only.
+
 Three ways to run a re-solve, chosen by the number of running flows, all doing the same
 arithmetic in the same order (so the choice never changes a result, bit for bit):
 
@@ -82,6 +88,16 @@ __all__ = ["FlowDone", "Network"]
 _FINISH_RTOL = 1e-12
 # Flows whose level is within this relative distance of the safe level are re-solved anyway.
 _SAFE_RTOL = 1e-9
+# A link loaded within this relative distance of its capacity counts as saturated (a possible
+# bottleneck) when the engine decides which flows a change can reach.
+_SAT_RTOL = 1e-9
+# Up to this many running flows a re-solve first looks for the flows a change can reach through
+# saturated links (Network._closure); above it the level cut alone chooses. Measured
+# (docs/benchmarks.md): with ~10 flows at once the closure is ~2 flows against ~7 above the cut
+# (-20% run time); at ~100 (c100) and ~250 (a 3-job what-if) the closure is 2-7x smaller than the
+# set above the cut, but finding it in Python costs more than the smaller solve saves (the
+# numpy fill's cost is set by its rounds, not its size): +30-40% run time.
+_CLOSURE_FLOWS = 48
 # Up to this many running flows a re-solve runs in plain Python (lists and dicts), above it
 # numpy chooses the flows and fills: below it numpy's per-call overhead costs more than the
 # loops it saves. All paths give bit-for-bit the same rates, so the choice never changes a
@@ -197,6 +213,10 @@ class Network:
         self._sentl: list[float] = [0.0] * size
         self._members: list[set[int]] = [set() for _ in range(n)]
         self._cap_list: list[float] = self._cap.tolist()
+        # Bytes per second on each link at the current rates (kept up to date as rates change;
+        # round-off drift is far below _SAT_RTOL): which links are saturated, for the closure.
+        self._load: list[float] = [0.0] * n
+        self._loads_valid = False  # kept up to date only while closures are looked for
         self._n_weighted = 0  # running flows of weight != 1 (0: the solver may count)
         self._meta: list[_Meta | None] = [None] * size
         self._free: list[int] = list(range(size - 1, -1, -1))
@@ -208,6 +228,7 @@ class Network:
         self._arrivals: list[int] = []
         self._cap_changed: list[int] = []
         self._pending_departed = False
+        self._dep_links: list[int] = []  # links of the flows that left since the last re-solve
         self._timer: simpy.Event | None = None
         self._timer_at = math.inf
         # Monitoring: per re-solve, the links whose load changed and their new loads.
@@ -220,6 +241,7 @@ class Network:
         self._last_cap = self._cap.copy()
         self._small_flows = _SMALL_FLOWS
         self._list_flows = _LIST_FLOWS
+        self._closure_flows = _CLOSURE_FLOWS
         self.resolves = 0
         """Number of rate re-solves so far (a cost counter for benchmarks)."""
 
@@ -508,17 +530,28 @@ class Network:
         else:
             sent = m.size
             end = now + m.latency
-        if self._rt[slot] < 0:  # started at this instant, never solved
+        members = self._members
+        rate = self._rt[slot]
+        if rate < 0:  # started at this instant, never solved
             self._arrivals.remove(slot)
+            for lk in m.path:
+                members[lk].discard(slot)
         else:
             lvl = self._lv[slot]
             if lvl < self._dep_level:
                 self._dep_level = lvl
+            self._dep_links.extend(m.path)
+            if self._loads_valid:
+                load = self._load
+                for lk in m.path:
+                    ms = members[lk]
+                    ms.discard(slot)
+                    load[lk] = load[lk] - rate if ms else 0.0  # an empty link carries exactly 0
+            else:
+                for lk in m.path:
+                    members[lk].discard(slot)
         if m.weight != 1.0:
             self._n_weighted -= 1
-        members = self._members
-        for lk in m.path:
-            members[lk].discard(slot)
         self._alive[slot] = False
         self._end[slot] = math.inf
         self._rate[slot] = 0.0
@@ -573,67 +606,203 @@ class Network:
         if not self._pending:
             return
         self._pending = False
-        arrivals = self._arrivals
-        if not arrivals and not self._cap_changed and not self._pending_departed:
+        if not self._arrivals and not self._cap_changed and not self._pending_departed:
             return
         now = self.env.now
-        level_cut = self._safe_level()
+        # Flows whose level is below thr keep their rates (thr 0: none does).
+        thr = self._safe_level() * (1.0 - _SAFE_RTOL)
         self.resolves += 1
         running = len(self._slot_of)
         lists = running <= self._list_flows
         if lists != self._lists_mode:
             self._sync_state(lists)
-        if running <= self._small_flows:
-            self._resolve_small(now, level_cut)
-        elif lists:
-            solve, rates = self._solve_arrays(level_cut)
-            changed = (rates != self._rate[solve]).nonzero()[0]
-            self._apply_rates(now, solve[changed].tolist(), rates[changed].tolist())
+        solve, rates = self._solve(thr, running)
+        if lists:
+            if isinstance(rates, np.ndarray):
+                solve_a = np.asarray(solve, dtype=np.intp)
+                changed = (rates != self._rate[solve_a]).nonzero()[0]
+                self._apply_rates(now, solve_a[changed].tolist(), rates[changed].tolist())
+            else:
+                self._apply_rates(now, solve, rates)
         else:
-            self._resolve_arrays(now, level_cut)
+            self._apply_arrays(now, np.asarray(solve, dtype=np.intp), np.asarray(rates))
         self._arrivals = []
         self._cap_changed = []
+        self._dep_links = []
         self._dep_level = math.inf
         self._pending_departed = False
         self._arm_timer()
         if self._monitor:
             self._record_loads(now)
 
-    def _resolve_small(self, now: float, level_cut: float) -> None:
-        """The re-solve in plain Python, for few running flows; same arithmetic as the arrays'."""
-        lv, rt, wt, meta = self._lv, self._rt, self._wt, self._meta
-        slots = sorted(self._slot_of.values())  # slot order, as the arrays' nonzero() gives
-        cap = self._cap_list
-        if level_cut > 0:
-            thr = level_cut * (1.0 - _SAFE_RTOL)
-            solve = [s for s in slots if not lv[s] < thr]
-            kept = [s for s in slots if lv[s] < thr]
+    def _solve(self, thr: float, running: int) -> tuple[Any, Any]:
+        """Which flows to re-solve (slots, ascending) and their new rates.
+
+        First the closure of the change over saturated links (:meth:`_closure`); when it is
+        too large to pay, every flow at or above ``thr``. A closure is checked after its solve:
+        a link outside it that the new rates fill and that carries a flow outside it makes
+        that flow part of the change, and the grown closure is solved again.
+        """
+        comp = None
+        if running <= self._closure_flows:
+            if not self._loads_valid:
+                self._recount_loads()
+            comp = self._closure(thr, running)
         else:
-            solve = slots
-            kept = []
-        if not solve:
-            return
+            self._loads_valid = False
+        rates: Any
+        while comp is not None:
+            members, seen = comp
+            solve = sorted(members)
+            if len(solve) <= self._small_flows:
+                paths, residual, rates = self._fill_lists(solve, members)
+                extra = self._filled_lists(paths, residual, rates, members, seen, thr)
+            else:
+                solve_a = np.array(solve, dtype=np.intp)
+                outside = self._alive.copy()
+                outside[solve_a] = False
+                rates, extra = self._fill_arrays(solve_a, outside.nonzero()[0], members, seen,
+                                                 thr)
+            if not extra:
+                return solve, rates
+            comp = self._grow(members, seen, extra, thr, self._closure_limit(running))
+        # Every flow at or above the cut (the level argument alone).
+        if running <= self._small_flows:
+            lv = self._lv
+            solve = [s for s in sorted(self._slot_of.values()) if not lv[s] < thr]
+            return solve, self._fill_lists(solve, set(solve))[2]
+        level = self._level
+        # Free slots have level NaN, which is neither below nor at/above the threshold.
+        solve_a = (level >= thr).nonzero()[0]
+        return solve_a, self._fill_arrays(solve_a, (level < thr).nonzero()[0], None, None, thr)[0]
+
+    def _recount_loads(self) -> None:
+        """Every link's load from the current rates (on entering the closure regime)."""
+        load = [0.0] * self._n_links
+        rt, meta = self._rt, self._meta
+        for slot in sorted(self._slot_of.values()):
+            r = rt[slot]
+            if r > 0:
+                for lk in meta[slot].path:  # type: ignore[union-attr]
+                    load[lk] += r
+        self._load = load
+        self._loads_valid = True
+
+    @staticmethod
+    def _closure_limit(running: int) -> int:
+        # Past this many flows a closure costs more than it saves over the level cut alone.
+        return max(16, running * 3 // 4)
+
+    def _closure(self, thr: float, running: int) -> tuple[set[int], set[int]] | None:
+        """The flows a change can reach through saturated links, or None when too many.
+
+        Start from every link a change touched (departures, arrivals, capacity changes) and
+        take every flow crossing it at or above the cut; from each such flow, every link of it
+        that is saturated; and so on. A flow outside this closure keeps its rate: its
+        bottleneck (a saturated link where no flow has a higher level) carries no flow of the
+        closure, so nothing the change does reaches it, unless the new rates fill a link the
+        closure shares with it, which :meth:`_solve` checks afterwards.
+        """
+        start = set(self._dep_links)
+        meta = self._meta
+        for slot in self._arrivals:
+            start.update(meta[slot].path)  # type: ignore[union-attr]
+        start.update(self._cap_changed)
+        return self._grow(set(), start, list(start), thr, self._closure_limit(running))
+
+    def _grow(self, comp: set[int], seen: set[int], queue: list[int], thr: float,
+              limit: int) -> tuple[set[int], set[int]] | None:
+        """Grow ``comp`` from the links in ``queue`` (also marked in ``seen``); see _closure."""
+        lv, members, meta, load, cap = self._lv, self._members, self._meta, self._load, \
+            self._cap_list
+        seen.update(queue)
+        full = 1.0 - _SAT_RTOL
+        while queue:
+            for s in members[queue.pop()]:
+                if s in comp or lv[s] < thr:
+                    continue
+                comp.add(s)
+                if len(comp) > limit:
+                    return None
+                for lk in meta[s].path:  # type: ignore[union-attr]
+                    if lk not in seen and load[lk] >= cap[lk] * full:
+                        seen.add(lk)
+                        queue.append(lk)
+        return comp, seen
+
+    def _fill_lists(self, solve: list[int], inside: set[int]
+                    ) -> tuple[list[tuple[int, ...]], dict[int, float], list[float]]:
+        """Rates of the flows ``solve`` in plain Python, the others (not in ``inside``) kept.
+
+        Same arithmetic as :meth:`_fill_arrays`: per link, the kept flows' rates summed by path
+        position then slot (``bincount``'s order), subtracted from the capacity once.
+        """
+        meta, rt, cap, members = self._meta, self._rt, self._cap_list, self._members
         paths = [meta[s].path for s in solve]  # type: ignore[union-attr]
         residual: dict[int, float] = {}
         for path in paths:
             for lk in path:
-                residual[lk] = 0.0
-        if kept:
-            # Bandwidth of the kept flows per link, summed by path position then slot (the
-            # arrays' bincount order), then subtracted once, as the arrays do.
-            kpaths = [meta[s].path for s in kept]  # type: ignore[union-attr]
-            width = max(len(p) for p in kpaths)
-            for pos in range(width):
-                for s, path in zip(kept, kpaths, strict=True):
-                    if pos < len(path):
-                        lk = path[pos]
-                        if lk in residual:
-                            residual[lk] += rt[s]
-        for lk, used in residual.items():
-            residual[lk] = cap[lk] - used
+                if lk in residual:
+                    continue
+                others = [o for o in members[lk] if o not in inside]
+                if others:
+                    if len(others) > 1:
+                        others.sort(key=lambda o: (meta[o].path.index(lk), o))  # type: ignore
+                    used = 0.0
+                    for o in others:
+                        used += rt[o]
+                    residual[lk] = cap[lk] - used
+                else:
+                    residual[lk] = cap[lk]
+        wt = self._wt
         rates = water_fill_lists(paths, [wt[s] for s in solve], residual,
                                  unit_weights=self._n_weighted == 0)
-        self._apply_rates(now, solve, rates)
+        return paths, residual, rates
+
+    def _filled_lists(self, paths: list[tuple[int, ...]], residual: dict[int, float],
+                      rates: list[float], comp: set[int], seen: set[int], thr: float
+                      ) -> list[int]:
+        """Links outside the closure that the new rates fill and that carry flows outside it."""
+        on: dict[int, float] = {}
+        for path, r in zip(paths, rates, strict=True):
+            for lk in path:
+                on[lk] = on.get(lk, 0.0) + r
+        return self._outside_filled(
+            [lk for lk, u in on.items()
+             if lk not in seen and u >= residual[lk] - _SAT_RTOL * self._cap_list[lk]],
+            comp, thr)
+
+    def _outside_filled(self, links: list[int], comp: set[int], thr: float) -> list[int]:
+        lv, members = self._lv, self._members
+        return [lk for lk in links
+                if any(o not in comp and not lv[o] < thr for o in members[lk])]
+
+    def _fill_arrays(self, solve: np.ndarray, kept: np.ndarray, comp: set[int] | None,
+                     seen: set[int] | None, thr: float) -> tuple[np.ndarray, list[int]]:
+        """Rates of the flows ``solve`` on numpy arrays, the flows ``kept`` at their rates.
+
+        With a closure (``comp``, ``seen``), also the links :meth:`_filled_lists` finds.
+        """
+        # With the padding link (inf - used = inf) included: the solver sees it as one more
+        # link of infinite capacity, which is what padding means.
+        residual = self._cap_ext - self._link_load(kept)
+        check = residual.copy() if comp is not None else None
+        weights = self._weight[solve] if self._n_weighted else None
+        cols = self._paths.take(solve, axis=1)
+        rates = water_fill_columns(cols, weights, residual, scratch=True)
+        if comp is None or check is None or seen is None:
+            return rates, []
+        width, k = self._width, solve.size
+        tiled = np.empty(width * k)
+        tiled.reshape(width, k)[:] = rates
+        flat = cols.ravel()
+        size = self._n_links + 1
+        on = np.bincount(flat, weights=tiled, minlength=size)
+        touched = np.bincount(flat, minlength=size) > 0
+        n = self._n_links
+        full = (on[:n] >= check[:n] - _SAT_RTOL * self._cap) & touched[:n]
+        links = [lk for lk in full.nonzero()[0].tolist() if lk not in seen]
+        return rates, self._outside_filled(links, comp, thr) if links else []
 
     def _apply_rates(self, now: float, solve: list[int], rates: list[float]) -> None:
         """Give the flows in ``solve`` their new ``rates``; per-flow state in the lists.
@@ -644,7 +813,8 @@ class Network:
         update touches. The arithmetic is the arrays' (IEEE doubles either way), so the result
         does not depend on which update ran.
         """
-        lv, rt, wt = self._lv, self._rt, self._wt
+        lv, rt, wt, meta, load = self._lv, self._rt, self._wt, self._meta, self._load
+        valid = self._loads_valid
         t0l, sentl, leftl, rate_a, level_a, end_a = (
             self._t0l, self._sentl, self._leftl, self._rate, self._level, self._end)
         inf = math.inf
@@ -659,51 +829,40 @@ class Network:
                 rt[s] = rate_a[s] = r
                 lv[s] = level_a[s] = r / wt[s]
                 end_a[s] = now + left / r if r > 0 else inf
+                if valid:
+                    delta = r - old if old > 0 else r
+                    for lk in meta[s].path:  # type: ignore[union-attr]
+                        load[lk] += delta
 
-    def _solve_arrays(self, level_cut: float) -> tuple[np.ndarray, np.ndarray]:
-        """Which flows to re-solve (slots, ascending) and their new rates, on numpy arrays."""
-        if level_cut > 0:
-            # Free slots have level NaN, which is neither below nor at/above the threshold.
-            threshold = level_cut * (1.0 - _SAFE_RTOL)
-            level = self._level
-            keep = level < threshold
-            solve = (level >= threshold).nonzero()[0]
-            kept = keep.nonzero()[0]
-            used = self._link_load(kept)
-            # With the padding link (inf - used = inf) included: the solver sees it as one more
-            # link of infinite capacity, which is what padding means.
-            residual = self._cap_ext - used
-        else:
-            solve = self._alive.nonzero()[0]
-            residual = self._cap_ext.copy()
-        weights = self._weight[solve] if self._n_weighted else None
-        rates = water_fill_columns(self._paths.take(solve, axis=1), weights, residual,
-                                   scratch=True)
-        return solve, rates
-
-    def _resolve_arrays(self, now: float, level_cut: float) -> None:
-        """The re-solve on numpy arrays, for many running flows (state in the arrays)."""
-        solve, rates = self._solve_arrays(level_cut)
+    def _apply_arrays(self, now: float, solve: np.ndarray, rates: np.ndarray) -> None:
+        """Give the flows in ``solve`` their new ``rates``; per-flow state in the arrays."""
         changed = rates != self._rate[solve]
-        if changed.any():
-            sl = solve[changed]
-            new_rate = rates[changed]
-            old_rate = self._rate[sl]
-            # A new flow's rate is -1 but its t0 is now: it moved -0.0 bytes, a no-op.
-            moved = old_rate * (now - self._t0[sl])
-            self._sent[sl] += moved
-            left = self._left[sl] - moved
-            self._left[sl] = left
-            self._t0[sl] = now
-            self._rate[sl] = new_rate
-            level = new_rate / self._weight[sl]
-            self._level[sl] = level
-            with np.errstate(divide="ignore", invalid="ignore"):
-                self._end[sl] = np.where(new_rate > 0, now + left / new_rate, math.inf)
-            lv, rt = self._lv, self._rt
-            for slot, x, r in zip(sl.tolist(), level.tolist(), new_rate.tolist(), strict=True):
-                lv[slot] = x
-                rt[slot] = r
+        if not changed.any():
+            return
+        sl = solve[changed]
+        new_rate = rates[changed]
+        old_rate = self._rate[sl]
+        # A new flow's rate is -1 but its t0 is now: it moved -0.0 bytes, a no-op.
+        moved = old_rate * (now - self._t0[sl])
+        self._sent[sl] += moved
+        left = self._left[sl] - moved
+        self._left[sl] = left
+        self._t0[sl] = now
+        self._rate[sl] = new_rate
+        level = new_rate / self._weight[sl]
+        self._level[sl] = level
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self._end[sl] = np.where(new_rate > 0, now + left / new_rate, math.inf)
+        lv, rt, meta, load = self._lv, self._rt, self._meta, self._load
+        valid = self._loads_valid
+        for slot, x, r in zip(sl.tolist(), level.tolist(), new_rate.tolist(), strict=True):
+            old = rt[slot]
+            lv[slot] = x
+            rt[slot] = r
+            if valid:
+                delta = r - old if old > 0 else r
+                for lk in meta[slot].path:  # type: ignore[union-attr]
+                    load[lk] += delta
 
     def _safe_level(self) -> float:
         """The level below which no flow's rate can change (0 = re-solve everything).
@@ -741,16 +900,24 @@ class Network:
                 sigma = c / a if a > 0 else math.inf
             else:
                 if unit:
-                    w_total = a + len(items)  # sums of ones: exact in any order
+                    # Sums of ones: exact in any order, so the weight above flow j is a
+                    # difference.
+                    w_total = a + len(items)
+                    rest = None
                 else:
-                    w_total = a
-                    for s in items:
-                        w_total += wt[s]
+                    # The weight above each flow summed afresh from the top (a difference of
+                    # running sums would lose a weight of 1e-9 beside one of 1).
+                    rest = [0.0] * len(items)
+                    acc = a
+                    for j in range(len(items) - 1, -1, -1):
+                        acc += wt[items[j]]
+                        rest[j] = acc
+                    w_total = acc
                 r_before = 0.0
                 w_before = 0.0
                 sigma = -math.inf
-                for s in items:
-                    t = (c - r_before) / (w_total - w_before)
+                for j, s in enumerate(items):
+                    t = (c - r_before) / (w_total - w_before if rest is None else rest[j])
                     if t > sigma:
                         sigma = t
                     if sigma <= lv[s]:

@@ -89,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", metavar="OUT", help="write summaries, epochs and decisions as JSON")
     run.add_argument("--csv", metavar="OUT", help="write one row per job and epoch as CSV")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--max-memory", metavar="SIZE",
+                     help="refuse to start when the run's estimated memory (every flow of "
+                          "every epoch is kept) exceeds SIZE, e.g. 2G or 512M; without it a run "
+                          "is refused above 80%% of the memory available now and warned about "
+                          "above 50%%")
     run.add_argument("--html", metavar="DIR",
                      help="write a self-contained HTML page of the run into DIR")
     run.add_argument("--msccl", metavar="DIR",
@@ -201,6 +206,11 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     if args.backend is not None:
         scenario = scenario.with_backend(args.backend)
     window = _check_trace_args(args, scenario.backend)
+    if scenario.backend == "sim":
+        from react.memory import check_memory, parse_size
+
+        check_memory(scenario, parse_size(args.max_memory) if args.max_memory else None,
+                     runs=2 if args.compare else 1)
     total = sum(j.epochs for j in scenario.jobs) * (2 if args.compare else 1)
     _print_header(scenario, out)
     recorded: list[Any] = []

@@ -65,7 +65,7 @@ from react.detect import CongestionReport, detect_congestion
 from react.errors import ReactError
 from react.estimate import UNSEEN_RULES, FctHistory, FctModel
 from react.pattern import Flow, Pattern
-from react.swapspace import Direction, SwapSpace
+from react.swapspace import Direction, ReplayCache, SwapSpace
 from react.transforms import Swap
 
 Action = Literal["keep", "try", "revert", "revert_try", "settled"]
@@ -283,6 +283,7 @@ class Controller:
         self._history = FctHistory(self.config.history_epochs, unseen=self.config.unseen_pairs)
         self._rng = np.random.default_rng(self.config.seed)
         self._spaces: OrderedDict[tuple[Flow, ...], SwapSpace] = OrderedDict()
+        self._replays = ReplayCache(4 * self._SPACES_CACHED)
         self._space(pattern, check=True)
         self._trial: _Trial | None = None
         self._failed: dict[tuple[Flow, ...], list[tuple[frozenset[End], frozenset[Swap]]]] = {}
@@ -458,7 +459,7 @@ class Controller:
         key = pattern.flows
         space = self._spaces.get(key)
         if space is None:
-            space = SwapSpace(pattern, check=check)
+            space = SwapSpace(pattern, check=check, replays=self._replays)
             self._spaces[key] = space
             if len(self._spaces) > self._SPACES_CACHED:
                 self._spaces.popitem(last=False)

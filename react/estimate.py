@@ -8,16 +8,19 @@ degree, :func:`react.detect.flow_degrees`). Then, for a flow of a candidate patt
 
 * if its ``(src, dst)`` pair was observed in the last ``H`` epochs, its FCT is the pair's mean
   unit cost times its bytes and its new degree ("scaled as per the new node degrees and message
-  sizes");
-* otherwise, by default (``unseen="links"``), from what was seen of its two endpoints: every
-  flow out of ``src`` crosses ``src``'s outbound link and every flow into ``dst`` crosses
-  ``dst``'s inbound link, so the cheapest observed pair out of ``src`` bounds the cost of that
-  link and the cheapest pair into ``dst`` bounds the other (a link is bounded only when two or
-  more distinct pairs crossed it: one slow pair cannot tell its endpoint's link from its path
-  through the fabric). The flow gets the larger of the bounds it has, plus the mean excess of
-  observed pairs over their own link bounds (what paths through the fabric add on average). A
-  rank whose inbound link is congested therefore stays expensive whichever rank sends to it,
-  and moving the healthy end of a congested flow is not mistaken for a gain;
+  sizes") — and, with ``unseen="links"``, no less than its endpoints' links allow (below): a pair
+  seen where its sender's fan-out was the bottleneck says nothing about its receiver's link;
+* otherwise, by default (``unseen="links"``), from what was seen of its two endpoints' links.
+  A link shared fairly by ``k`` of the job's flows and ``q`` competing flows gives each
+  ``C / (k + q)``, so every observed flow tells how many competing flows its sender's link and
+  its receiver's link carried (``C`` is the best rate the job ever saw out of or into a rank;
+  each link keeps its least loaded reading over the history, and is rated only from two or more
+  distinct pairs: one slow pair cannot tell its endpoint's link from its path through the
+  fabric). The unseen flow gets the rate of the slower of its two links at its new degrees,
+  plus the mean time per byte by which observed pairs exceeded what their links predict (what
+  paths through the fabric add on average). A rank whose inbound link is congested therefore
+  stays slow whichever rank sends to it, and moving the healthy end of a congested flow is not
+  mistaken for a gain;
 * with ``unseen="degree_median"`` (the paper's rule, and the fallback when neither endpoint's
   link is bounded): the median FCT per byte of the observed flows of the same degree,
   times its bytes ("the median completion time across all flows of same degree"); if no flow of
@@ -30,6 +33,7 @@ History older than ``H`` epochs is dropped (§5.4.2), so the model follows job c
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import deque
 from collections.abc import Sequence
@@ -53,6 +57,8 @@ class _Observation(NamedTuple):
     degree: int
     size_bytes: float
     fct_s: float
+    out_degree: int = 1  # flows out of src at the flow's step (all chunk graphs)
+    in_degree: int = 1  # flows into dst at the flow's step
 
 
 class FctHistory:
@@ -72,11 +78,12 @@ class FctHistory:
     def add(self, pattern: Pattern, batch: Sequence[EpochResult]) -> None:
         """Record every flow of every epoch in ``batch`` (all run with ``pattern``)."""
         degrees = flow_degrees(pattern).tolist()
+        sides = _side_degrees(pattern)
         for result in batch:
             self._epochs.append(
                 tuple(
                     _Observation(t.flow.src, t.flow.dst, degrees[i], t.size_bytes,
-                                 t.end_s - t.start_s)
+                                 t.end_s - t.start_s, *sides[i])
                     for i, t in enumerate(result.flows)
                     if t.size_bytes > 0
                 )
@@ -119,35 +126,81 @@ class FctModel:
         self._pair_unit = {pair: statistics.fmean(v) for pair, v in pair_costs.items()}
         self._degree_per_byte = {k: float(statistics.median(v)) for k, v in per_degree.items()}
         self._median_unit = float(statistics.median(units))
-        self._out_unit: dict[int, float] = {}
-        self._in_unit: dict[int, float] = {}
-        self._path_unit = 0.0
+        self._capacity = 0.0
+        self._out_load: dict[int, float] = {}
+        self._in_load: dict[int, float] = {}
+        self._path_per_byte = 0.0
+        self._pair_excess: dict[tuple[int, int], float] = {}
         if unseen == "links":
-            outs: dict[int, list[float]] = {}
-            ins: dict[int, list[float]] = {}
-            for (src, dst), unit in self._pair_unit.items():
-                outs.setdefault(src, []).append(unit)
-                ins.setdefault(dst, []).append(unit)
-            # A link is bounded only by two or more distinct pairs: with one, a slow pair cannot
-            # tell its endpoint's link from its path through the fabric (a ring's flows).
-            self._out_unit = {r: min(v) for r, v in outs.items() if len(v) >= 2}
-            self._in_unit = {r: min(v) for r, v in ins.items() if len(v) >= 2}
-            residuals = [
-                unit - max(self._out_unit[src], self._in_unit[dst])
-                for (src, dst), unit in self._pair_unit.items()
-                if src in self._out_unit and dst in self._in_unit
-            ]
-            self._path_unit = statistics.fmean(residuals) if residuals else 0.0
+            self._fit_links(observations)
+        self._memo: dict[tuple[object, float], dict[tuple[object, ...], float]] = {}
 
-    def flow_fct(self, flow: Flow, degree: int, size_bytes: float) -> float:
-        """Estimated FCT of ``flow`` carrying ``size_bytes`` at degree ``degree``."""
-        unit = self._pair_unit.get((flow.src, flow.dst))
+    def _fit_links(self, observations: Sequence[_Observation]) -> None:
+        """Each rank's outbound and inbound competing load, and the mean path excess.
+
+        A link of capacity ``C`` shared fairly by ``k`` of the job's flows and ``q`` competing
+        ones gives each flow ``C / (k + q)``; so a flow's throughput ``b`` with ``k`` of the job's
+        flows on its sender's (receiver's) link says that link carried ``q = C / b - k``
+        competing flows. ``C`` is the best rate the job ever got out of or into any rank. Each
+        link keeps its smallest ``q`` over the history (the flow least held back elsewhere), and
+        is rated only from two or more distinct pairs: with one, a slow pair cannot tell its
+        endpoint's link from its path through the fabric (a ring's flows).
+        """
+        seen = [(obs, obs.size_bytes / obs.fct_s) for obs in observations if obs.fct_s > 0]
+        if not seen:
+            return
+        capacity = max(max(b * obs.out_degree, b * obs.in_degree) for obs, b in seen)
+        outs: dict[int, dict[int, float]] = {}
+        ins: dict[int, dict[int, float]] = {}
+        for obs, b in seen:
+            out = outs.setdefault(obs.src, {})
+            out[obs.dst] = min(out.get(obs.dst, math.inf), capacity / b - obs.out_degree)
+            into = ins.setdefault(obs.dst, {})
+            into[obs.src] = min(into.get(obs.src, math.inf), capacity / b - obs.in_degree)
+        self._capacity = capacity
+        self._out_load = {r: max(0.0, min(v.values())) for r, v in outs.items() if len(v) >= 2}
+        self._in_load = {r: max(0.0, min(v.values())) for r, v in ins.items() if len(v) >= 2}
+        excess: dict[tuple[int, int], list[float]] = {}
+        for obs, _b in seen:
+            rate = self._link_rate(obs.src, obs.dst, obs.out_degree, obs.in_degree)
+            if rate is not None and obs.src in self._out_load and obs.dst in self._in_load:
+                excess.setdefault((obs.src, obs.dst), []).append(
+                    obs.fct_s / obs.size_bytes - 1.0 / rate)
+        self._pair_excess = {pair: statistics.fmean(v) for pair, v in excess.items()}
+        if excess:
+            self._path_per_byte = statistics.fmean(self._pair_excess.values())
+
+    def _link_rate(self, src: int, dst: int, out_degree: int, in_degree: int) -> float | None:
+        """The rate the fitted links give a flow src -> dst at these degrees (None: unknown)."""
+        rates = []
+        if src in self._out_load:
+            rates.append(self._capacity / (out_degree + self._out_load[src]))
+        if dst in self._in_load:
+            rates.append(self._capacity / (in_degree + self._in_load[dst]))
+        return min(rates) if rates else None
+
+    def flow_fct(self, flow: Flow, degree: int, size_bytes: float, *,
+                 out_degree: int | None = None, in_degree: int | None = None) -> float:
+        """Estimated FCT of ``flow`` carrying ``size_bytes`` at degree ``degree``.
+
+        ``out_degree`` / ``in_degree``: flows sharing its sender's / receiver's link at its step
+        (default ``degree``), used to price an unseen pair from its endpoints' links.
+        """
+        pair = (flow.src, flow.dst)
+        if flow.src in self._out_load and flow.dst in self._in_load:
+            # Both links rated: their rate at the new degrees, plus this pair's own excess over
+            # its links' prediction when it was seen (its path), else the mean excess.
+            rate = self._link_rate(flow.src, flow.dst, out_degree or degree,
+                                   in_degree or degree)
+            assert rate is not None
+            return size_bytes * (1.0 / rate
+                                 + self._pair_excess.get(pair, self._path_per_byte))
+        unit = self._pair_unit.get(pair)
         if unit is not None:
             return unit * size_bytes * degree
-        links = [u for u in (self._out_unit.get(flow.src), self._in_unit.get(flow.dst))
-                 if u is not None]
-        if links:
-            return (max(links) + self._path_unit) * size_bytes * degree
+        rate = self._link_rate(flow.src, flow.dst, out_degree or degree, in_degree or degree)
+        if rate is not None:
+            return size_bytes * (1.0 / rate + self._path_per_byte)
         per_byte = self._degree_per_byte.get(degree)
         if per_byte is not None:
             return per_byte * size_bytes
@@ -155,10 +208,28 @@ class FctModel:
 
     def pattern_fcts(self, pattern: Pattern, message_bytes: float) -> np.ndarray:
         """Estimated FCT of every flow of ``pattern`` (pattern order)."""
-        degrees = flow_degrees(pattern)
-        return np.array(
-            [
-                self.flow_fct(f, int(degrees[i]), pattern.flow_bytes(f, message_bytes))
-                for i, f in enumerate(pattern.flows)
-            ]
-        )
+        # The controller estimates many patterns that differ from each other in a few flows, so
+        # each flow's estimate is kept by what it depends on (ends, degrees, bytes).
+        # A flow's bytes depend on its chunks, the chunks' fractions and the message.
+        degrees = pattern.degrees()
+        memo = self._memo.setdefault((pattern.chunks, message_bytes), {})
+        fcts = []
+        for f in pattern.flows:
+            out_degree = degrees[(f.step, f.src)][1]
+            in_degree = degrees[(f.step, f.dst)][0]
+            key = (f.src, f.dst, f.chunks, out_degree, in_degree)
+            fct = memo.get(key)
+            if fct is None:
+                fct = memo[key] = self.flow_fct(
+                    f, max(out_degree, in_degree),  # flow_degrees' class
+                    pattern.flow_bytes(f, message_bytes),
+                    out_degree=out_degree, in_degree=in_degree,
+                )
+            fcts.append(fct)
+        return np.array(fcts)
+
+
+def _side_degrees(pattern: Pattern) -> list[tuple[int, int]]:
+    """For each flow: (flows out of its sender, flows into its receiver) at its step."""
+    degrees = pattern.degrees()
+    return [(degrees[(f.step, f.src)][1], degrees[(f.step, f.dst)][0]) for f in pattern.flows]

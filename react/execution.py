@@ -148,13 +148,15 @@ def _build_gates(pattern: Pattern, rule: str) -> Gates:
         for i, d in enumerate(deps):
             waits[i] = [gate_of[j] for j in d]
     else:
-        for programs in rank_programs(pattern).values():
-            for program in programs:
-                for before, after in zip(program.steps, program.steps[1:], strict=False):
-                    g = len(members)
-                    members.append(tuple(sorted((*before.sends, *before.recvs))))
-                    for i in (*after.sends, *after.recvs):
-                        waits[i].append(g)
+        # The gates of :func:`rank_programs` (one per rank, chunk graph and pair of consecutive
+        # steps, numbered in that order), grouped here without building the programs: the
+        # controller builds gates for every candidate pattern it estimates.
+        for ops in _step_ops(pattern):
+            for before, after in zip(ops, ops[1:], strict=False):
+                g = len(members)
+                members.append(tuple(before))
+                for i in after:
+                    waits[i].append(g)
     opens: list[list[int]] = [[] for _ in range(n)]
     released: list[list[int]] = [[] for _ in members]
     for g, flows in enumerate(members):
@@ -166,6 +168,21 @@ def _build_gates(pattern: Pattern, rule: str) -> Gates:
             released[g].append(i)
     return Gates(rule, tuple(members), tuple(tuple(w) for w in waits),
                  tuple(tuple(o) for o in opens), tuple(tuple(r) for r in released))
+
+
+def _step_ops(pattern: Pattern) -> list[list[list[int]]]:
+    """Per rank (pattern order) and chunk graph (increasing): the flow indices each of its steps
+    sends or receives, steps in increasing order, indices increasing: what each
+    :class:`StepOps` of :func:`rank_programs` holds, sends and receives together."""
+    pos = {r: k for k, r in enumerate(pattern.ranks)}
+    flows = pattern.flows
+    per: dict[tuple[int, int], dict[int, list[int]]] = {}
+    for g in range(len(pattern.chunk_graphs())):
+        for i in pattern.flows_of_chunk_graph(g):
+            flow = flows[i]
+            per.setdefault((pos[flow.src], g), {}).setdefault(flow.step, []).append(i)
+            per.setdefault((pos[flow.dst], g), {}).setdefault(flow.step, []).append(i)
+    return [[ops for _t, ops in sorted(per[key].items())] for key in sorted(per)]
 
 
 def flow_dependencies(pattern: Pattern, rule: str = DEFAULT_EXECUTION

@@ -10,14 +10,18 @@ which the tests reproduce.
 Candidates
     For a rank ``c`` and every other rank ``y``: the :class:`~react.transforms.GlobalSwap`
     ``c<->y``; for every chunk graph ``g`` that ``c`` or ``y`` takes part in, the
-    :class:`~react.transforms.ChunkLocalSwap` ``(g, c, y)``; and for every *phase* of ``g`` the
-    :class:`~react.transforms.PositionSwap` ``(g, c, y, phase)``. A phase is a maximal run of
-    ``g``'s steps whose flows have the same operation (the reduce and the broadcast half of a
-    tree, the reduce-scatter and the all-gather half of a ring); a graph with one phase has no
-    position windows other than its whole span, which is the chunk-local swap. The paper's
-    brute force tries every pair of TEN vertices (A.3); phase windows keep the candidates the
-    paper uses in its examples ("similar optimizations on the reverse broadcast path", §4.3)
-    at ``O(phases)`` windows per graph instead of ``O(steps^2)``.
+    :class:`~react.transforms.ChunkLocalSwap` ``(g, c, y)``; and a
+    :class:`~react.transforms.PositionSwap` ``(g, c, y, a, b)`` for every step window of ``g``,
+    as the paper's brute force tries every pair of TEN vertices (appendix A.3). Windows are
+    taken in canonical form: the *rewritten steps* of ``(g, c, y)`` are those where relabelling
+    the two changes a flow, and the windows are ``[E_i, E_j]`` over them, so that no window is a
+    no-op, no two give the same rewrite, and the one spanning all rewritten steps is left to the
+    chunk-local swap it equals. A global swap that rewrites one chunk graph only (the two ranks
+    are interchangeable in the others) equals that graph's chunk-local swap and is left out too
+    (not for owned chunks, whose renaming a finer swap cannot do). Windows are ``O(steps^2)``
+    per pair, but the degree rule (below) is a condition per step, decided for all partners at
+    once per step, and cuts the windows to runs of passing steps first: the ring's windows are
+    all cut there (every step of every rank fails), so its ``O(n^2)`` windows cost nothing.
 
 Viable
     The swapped pattern verifies (:func:`react.verify.verify`). Checked as cheaply as is exact:
@@ -31,12 +35,16 @@ Viable
       without a replay when the meaning of that graph's chunks does not name ``c`` or ``y``
       (always for AllReduce; for a rooted kind unless one is the root; for owned chunks unless
       one owns a chunk of the graph). Otherwise it is replayed like a position swap;
-    - a position swap is replayed incrementally: only its chunk graph, from the window's first
-      step, starting from the original's state cached there, and only the ranks whose buffers
-      differ from the original's (a rank's state is recomputed only when it or a rank it hears
-      from differs). Once the window is over and no buffer differs, the rest of the replay is
-      the original's and the swap is viable. The tests cross-check this against
-      :func:`react.verify.first_violation` on every candidate of small patterns.
+    - a position swap is decided without a replay where that is exact: by the start/end
+      conditions of :meth:`_GraphReplay.verdicts` (equal or dead buffers at the window's
+      bounds), by linear algebra on the buffers' contents for kinds whose buffers are never
+      empty (:meth:`_GraphReplay.linear_verdicts`: proves and refutes, no replay for the double
+      binary tree at all), or, for kinds with empty buffers, by an unheld send at the window's
+      first step. The rest is replayed incrementally: only its chunk graph, from the window's
+      first step, starting from the original's state cached there, and only the ranks whose
+      buffers differ from the original's. The tests cross-check every verdict against
+      :func:`react.verify.first_violation` on every pair and window of small patterns, and the
+      whole space against a brute force that shares nothing with this module.
 
 Degree rule (§5.3.2)
     With ``deg(t, r) = max(in-degree, out-degree)`` of rank ``r`` at step ``t`` over the whole
@@ -56,14 +64,17 @@ Preferred (green vs yellow, §5.3.2)
 Cost
     The paper's brute force is ``O((N log N)^3)``. Here a rank's space is computed on first
     request and cached (``SwapSpace`` itself only builds degree tables, ``O(flows)``, with numpy):
-    the degree rule for all partners ``y`` of ``c`` in one window is a handful of vectorised
-    operations over that chunk graph's (rank, step) entries, and only the survivors are
-    replayed, incrementally. See docs/swapspace.md for the measured figures.
+    the degree rule for all partners ``y`` of ``c`` at one step is a handful of vectorised
+    operations over that chunk graph's (rank, step) entries; the windows that survive it are
+    decided per window for all partners where provable, by a few bitset operations per
+    candidate otherwise, and only the rest is replayed. See docs/swapspace.md for the measured
+    figures and docs/deviations.md for what the all-window space costs at 1,024 ranks.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -75,7 +86,7 @@ from react.pattern import Pattern
 from react.transforms import PRIORITY, ChunkLocalSwap, GlobalSwap, PositionSwap, Swap
 from react.verify import first_violation, verify
 
-__all__ = ["Direction", "SwapSpace"]
+__all__ = ["Direction", "ReplayCache", "SwapSpace"]
 
 Direction = Literal["any", "in", "out"]
 _DIRECTIONS = ("any", "in", "out")
@@ -89,7 +100,6 @@ class _GraphTable:
     ``by_step`` / ``by_rank`` hold the same entries ``(rank, step, in, out)`` sorted by step and
     by rank, with ``step_start`` / ``rank_start`` giving where each step's / rank's run begins
     (index ``k`` of ``steps`` / rank position ``k``), so a profile is a slice, not a search.
-    ``phases`` are the windows ``(first_step, last_step)`` of equal operation, in step order.
     """
 
     by_step: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -98,7 +108,6 @@ class _GraphTable:
     by_rank: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     rank_start: np.ndarray
     span: tuple[int, int]
-    phases: tuple[tuple[int, int], ...]
 
     def rank_profile(self, pos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         lo, hi = self.rank_start[pos], self.rank_start[pos + 1]
@@ -136,6 +145,10 @@ class SwapSpace:
     check : bool
         Verify ``pattern`` first (default). Pass ``False`` only for a pattern known to verify,
         e.g. one produced by a swap from a space: a full replay of a 1,024-rank ring takes seconds.
+    replays : ReplayCache, optional
+        Share the replays of chunk graphs with other spaces: a swap rewrites one chunk graph, so
+        the spaces of patterns a few swaps apart replay the same graphs (and answer the same
+        questions about them) again. Answers are the same with or without it.
 
     Raises
     ------
@@ -157,7 +170,9 @@ class SwapSpace:
     True
     """
 
-    def __init__(self, pattern: Pattern, *, check: bool = True) -> None:
+    def __init__(
+        self, pattern: Pattern, *, check: bool = True, replays: ReplayCache | None = None
+    ) -> None:
         if not isinstance(pattern, Pattern):
             raise PatternError(f"SwapSpace: expected a Pattern, got {type(pattern).__name__}")
         if check:
@@ -167,13 +182,19 @@ class SwapSpace:
         self._tables, self._tin, self._tout, arrays = _degree_tables(pattern, self._pos)
         self._deg = np.maximum(self._tin, self._tout)
         self._replays: dict[int, _GraphReplay] = {}
+        self._shared = replays
         self._spaces: dict[int, tuple[_Entry, ...]] = {}
         self._swaps: dict[int, tuple[Swap, ...]] = {}
+        self._swaps_in: dict[tuple[int, int], tuple[Swap, ...]] = {}
+        self._rows: dict[tuple[int, str], tuple[list[int], list[int], int]] = {}
+        self._profiles: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+        self._per_graph: dict[tuple[int, int], tuple[_Entry, ...]] = {}
         self._global_guard_done = False
         self._orbit = _symmetry(pattern, self._pos, arrays)
         self._arrays = arrays
         self._noop_hashes: dict[tuple[int, int, int], np.ndarray] = {}
         self._touching: dict[int, dict[int, list[int]]] = {}
+        self._by_graph: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     # -- the queries ---------------------------------------------------------------------------
     def swaps_for(
@@ -199,7 +220,17 @@ class SwapSpace:
             self._check_graph(graph)
         c = self._rank_pos(rank)
         swaps = self._swaps.get(c)
-        if swaps is None:
+        if swaps is None and graph is not None and c not in self._spaces and self._orbit[c][0] == c:
+            # One chunk graph asked for (the controller's question): compute that graph's swaps
+            # and the global ones only. The same entries in the same order as the filter below
+            # keeps from the whole space (entries are sorted by kind, graph and window).
+            swaps = self._swaps_in.get((c, graph))
+            if swaps is None:
+                entries = sorted((*self._graph_entries(c, graph), *self._global_entries(c)),
+                                 key=_entry_order)
+                swaps = tuple(_materialise(self.pattern.ranks, c, entries))
+                self._swaps_in[(c, graph)] = swaps
+        elif swaps is None:
             swaps = tuple(_materialise(self.pattern.ranks, c, self._space(c)))
             self._swaps[c] = swaps
         return tuple(
@@ -286,21 +317,39 @@ class SwapSpace:
         first, last = (
             (swap.first_step, swap.last_step) if isinstance(swap, PositionSwap) else table.span
         )
-        total = int(vec[c].sum())
+        # Plain ints from cached lists: the controller asks this of every candidate it ranks.
+        tin_c, tout_c, total = self._row(c, direction)
         changes: dict[int, list[int]] = {}
         for pos, sign in ((c, -1), (other, 1)):
-            t, gin, gout = table.rank_profile(pos)
-            for k in range(len(t)):
-                step = int(t[k])
+            for step, gin, gout in self._profile(swap.graph, pos):
                 if first <= step <= last:
-                    entry = changes.setdefault(
-                        step, [int(self._tin[c, step]), int(self._tout[c, step])]
-                    )
-                    entry[0] += sign * int(gin[k])
-                    entry[1] += sign * int(gout[k])
+                    entry = changes.setdefault(step, [tin_c[step], tout_c[step]])
+                    entry[0] += sign * gin
+                    entry[1] += sign * gout
         for step, (new_in, new_out) in changes.items():
-            total += _load_of(direction, new_in, new_out) - int(vec[c, step])
+            total += (_load_of(direction, new_in, new_out)
+                      - _load_of(direction, tin_c[step], tout_c[step]))
         return total
+
+    def _row(self, c: int, direction: str) -> tuple[list[int], list[int], int]:
+        """``c``'s whole-pattern in and out degrees per step, and its load in ``direction``."""
+        key = (c, direction)
+        row = self._rows.get(key)
+        if row is None:
+            row = (self._tin[c].tolist(), self._tout[c].tolist(),
+                   int(self._load_vector(direction)[c].sum()))
+            self._rows[key] = row
+        return row
+
+    def _profile(self, g: int, pos: int) -> list[tuple[int, int, int]]:
+        """``(step, in, out)`` of rank position ``pos`` in chunk graph ``g``, by step."""
+        key = (g, pos)
+        profile = self._profiles.get(key)
+        if profile is None:
+            t, gin, gout = self._tables[g].rank_profile(pos)
+            profile = list(zip(t.tolist(), gin.tolist(), gout.tolist(), strict=True))
+            self._profiles[key] = profile
+        return profile
 
     def counts(self, rank: int | None = None) -> dict[str, int]:
         """How many viable, pruned swaps of each kind ``rank`` has (or all ranks together;
@@ -365,39 +414,223 @@ class SwapSpace:
 
     def _compute(self, c: int) -> tuple[_Entry, ...]:
         entries: list[_Entry] = []
+        for g in range(len(self._tables)):
+            entries.extend(self._graph_entries(c, g))
+        entries.extend(self._global_entries(c))
+        return tuple(sorted(entries, key=_entry_order))
+
+    def _graph_entries(self, c: int, g: int) -> tuple[_Entry, ...]:
+        """``c``'s chunk-local and position swaps in chunk graph ``g`` (cached)."""
+        cached = self._per_graph.get((c, g))
+        if cached is not None:
+            return cached
+        entries: list[_Entry] = []
+        table = self._tables[g]
+        first, last = table.span
+        ok = self._degree_ok(table, c, first, last)
+        fixed = self._meaning_fixed_vec(g, c)
+        partners = np.flatnonzero(ok & fixed)
+        rest = [int(y) for y in np.flatnonzero(ok & ~fixed)]
+        if rest:
+            replay = self._replay(g)
+            extra = [y for y in rest if replay.viable(c, y, first, last)]
+            partners = np.union1d(partners, np.asarray(extra, dtype=np.int64))
+        partners = self._drop_noops(g, first, last, c, partners)
+        if len(partners):
+            entries.append(_Entry("chunk_local", g, first, last, partners))
+        entries.extend(self._position_entries(g, table, c, fixed))
+        out = self._per_graph[(c, g)] = tuple(entries)
+        return out
+
+    def _global_entries(self, c: int) -> tuple[_Entry, ...]:
+        """``c``'s global swaps, as at most one entry (cached)."""
+        cached = self._per_graph.get((c, -1))
+        if cached is not None:
+            return cached
+        globals_ = self._drop_noops(-1, 0, 0, c, self._globals(c))
+        globals_ = self._drop_local_globals(c, globals_)
+        out = (_Entry("global", -1, 0, 0, globals_),) if len(globals_) else ()
+        self._per_graph[(c, -1)] = out
+        return out
+
+    def _position_entries(
+        self, g: int, table: _GraphTable, c: int, fixed: np.ndarray
+    ) -> list[_Entry]:
+        """The viable position swaps of ``c`` in chunk graph ``g``, one entry per window.
+
+        Candidates come from :meth:`_windows` (canonical windows passing the degree rule);
+        viability is decided per window for all partners at once where it is provable
+        (:meth:`_GraphReplay.verdicts`) and by an incremental replay otherwise. A window that
+        starts at the pair's first rewritten step is checked as if it started at the graph's
+        first step, one that ends at its last as if it ended at the graph's last: the same
+        rewrite, and the form the proofs cover.
+        """
+        windows = self._windows(g, table, c)
+        if windows is None:
+            return []
+        ys, firsts, lasts, v_firsts, v_lasts = windows
+        replay = self._replay(g)
+        found: dict[tuple[int, int], list[int]] = {}
+        order = np.lexsort((ys, v_lasts, v_firsts))
+        ys, firsts, lasts = ys[order], firsts[order], lasts[order]
+        v_firsts, v_lasts = v_firsts[order], v_lasts[order]
+        cut = np.flatnonzero((np.diff(v_firsts) != 0) | (np.diff(v_lasts) != 0)) + 1
+        for lo, hi in zip(np.r_[0, cut], np.r_[cut, len(ys)], strict=True):
+            t1, t2 = int(v_firsts[lo]), int(v_lasts[lo])
+            group = ys[lo:hi]
+            # Linear algebra first (exact both ways where it applies, no replay), then the
+            # start/end proofs, then the unheld-send check, then a replay.
+            proven, rejected = replay.linear_verdicts(c, group, t1, t2)
+            open_ = ~proven & ~rejected
+            if open_.any():
+                more, less = replay.verdicts(c, t1, t2, fixed)
+                proven |= open_ & more[group]
+                rejected |= open_ & less[group]
+                open_ = ~proven & ~rejected
+            if open_.any() and replay.may_be_empty:
+                rejected[open_] |= replay.unheld_at_start(c, group[open_], firsts[lo:hi][open_])
+                open_ = ~proven & ~rejected
+            for k in np.flatnonzero(proven | open_):
+                y = int(group[k])
+                if proven[k] or replay.viable(c, y, t1, t2):
+                    found.setdefault((int(firsts[lo + k]), int(lasts[lo + k])), []).append(y)
+        return [
+            _Entry("position", g, a, b, np.asarray(sorted(partners), dtype=np.int64))
+            for (a, b), partners in found.items()
+        ]
+
+    def _windows(
+        self, g: int, table: _GraphTable, c: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """Every canonical window of ``c`` in chunk graph ``g`` that passes the degree rule:
+        ``(partner, first, last, verdict first, verdict last)`` arrays, or None.
+
+        For a partner ``y`` the *rewritten steps* of ``g`` are those where relabelling ``c`` and
+        ``y`` changes a flow (one of them takes part, and they are not interchangeable there, as
+        two sibling leaves are). A window's rewrite depends only on which rewritten steps it
+        holds, so the canonical windows are ``[E_i, E_j]`` over the rewritten steps ``E``:
+        distinct rewrites, none a no-op, and ``[E_0, E_last]``, which equals the chunk-local
+        swap, left out. The degree rule (§5.3.2) is a condition per step (outside the window no
+        degree changes), so a window passes iff every rewritten step in it does: the windows
+        are the runs of passing rewritten steps and their sub-windows. Per step, the check is
+        the one of :meth:`_degree_ok`, vectorised over all partners.
+        """
+        steps = table.steps
+        if len(steps) < 2:
+            return None
+        n = self.pattern.n
+        tin, tout, deg = self._tin, self._tout, self._deg
+        ct, cin, cout = table.rank_profile(c)
+        parts_y: list[np.ndarray] = []
+        parts_t: list[np.ndarray] = []
+        parts_bad: list[np.ndarray] = []
+        # Steps where c takes part: every partner, both sides of the rule.
+        for k in range(len(ct)):
+            step = int(ct[k])
+            col_r, col_in, col_out = table.step_column(step)
+            gy_in = np.zeros(n, dtype=np.int64)
+            gy_out = np.zeros(n, dtype=np.int64)
+            gy_in[col_r] = col_in
+            gy_out[col_r] = col_out
+            cap = np.maximum(deg[c, step], deg[:, step])
+            bad = (
+                np.maximum(tin[c, step] - cin[k] + gy_in, tout[c, step] - cout[k] + gy_out) > cap
+            ) | (
+                np.maximum(tin[:, step] - gy_in + cin[k], tout[:, step] - gy_out + cout[k]) > cap
+            )
+            # A failing step changes a degree, so it is rewritten; only passing steps can be
+            # no-ops (two interchangeable ranks), and only those need the check.
+            bad[c] = True  # c is no partner of its own
+            rewritten = np.ones(n, dtype=bool)
+            if not bad.all():
+                rewritten &= bad | ~self._noops_at(g, step, c)
+            rewritten[c] = False
+            ys = np.flatnonzero(rewritten)
+            parts_y.append(ys)
+            parts_t.append(np.full(len(ys), step, dtype=np.int64))
+            parts_bad.append(bad[ys])
+        # Steps where only the partner takes part: c takes its flows (x-side only; y's own
+        # degree can only fall).
+        r, t, gin, gout = table.by_step
+        only_y = (r != c) & ~np.isin(t, ct)
+        ys, ts = r[only_y], t[only_y]
+        parts_y.append(ys)
+        parts_t.append(ts)
+        parts_bad.append(
+            np.maximum(tin[c, ts] + gin[only_y], tout[c, ts] + gout[only_y])
+            > np.maximum(deg[c, ts], deg[ys, ts])
+        )
+        bad = np.concatenate(parts_bad)
+        if bad.all():  # no passing step, no window (every window of the ring ends here)
+            return None
+        ys = np.concatenate(parts_y)
+        ts = np.concatenate(parts_t)
+        order = np.lexsort((ts, ys))
+        ys, ts, bad = ys[order], ts[order], bad[order]
+        m = len(ys)
+        new_y = np.r_[True, ys[1:] != ys[:-1]]
+        group_start = np.maximum.accumulate(np.where(new_y, np.arange(m), 0))
+        end_y = np.r_[ys[1:] != ys[:-1], True]
+        group_end = np.minimum.accumulate(np.where(end_y, np.arange(m), m)[::-1])[::-1]
+        # A run of passing steps breaks at a new partner or a failing step.
+        run = np.cumsum(new_y | bad | np.r_[False, bad[:-1]])
+        good = np.flatnonzero(~bad)
+        out_i: list[np.ndarray] = []
+        out_j: list[np.ndarray] = []
+        width = 0
+        while True:
+            j = good + width
+            valid = j < m
+            i, j = good[valid], j[valid]
+            same = run[i] == run[j]
+            if not same.any():
+                break
+            out_i.append(i[same])
+            out_j.append(j[same])
+            width += 1
+        if not out_i:
+            return None
+        i = np.concatenate(out_i)
+        j = np.concatenate(out_j)
+        starts, ends = i == group_start[i], j == group_end[j]
+        keep = ~(starts & ends)
+        i, j, starts, ends = i[keep], j[keep], starts[keep], ends[keep]
+        if not len(i):
+            return None
+        v_first = np.where(starts, int(steps[0]), ts[i])
+        v_last = np.where(ends, int(steps[-1]), ts[j])
+        return ys[i], ts[i], ts[j], v_first, v_last
+
+    def _noops_at(self, g: int, step: int, c: int) -> np.ndarray:
+        """For every partner ``y``: whether relabelling ``c`` and ``y`` in chunk graph ``g``'s
+        flows of ``step`` leaves them as they are (a hash finds the few candidates, each is
+        confirmed on the flows, as in :meth:`_drop_noops`)."""
+        hashes = self._noop_hash(g, step, step, keep=False)
+        out = np.zeros(self.pattern.n, dtype=bool)
+        for y in np.flatnonzero(hashes == hashes[c]):
+            if y != c and self._is_noop(g, step, step, c, int(y)):
+                out[y] = True
+        return out
+
+    def _drop_local_globals(self, c: int, partners: np.ndarray) -> np.ndarray:
+        """``partners`` without those whose global swap equals a chunk-local swap, listed once,
+        as the finer kind: the global swap changes the flows of one chunk graph only (in the
+        others the two ranks are interchangeable, e.g. sibling leaves). Not for owned chunks:
+        there the global swap also renames the owners' chunks, which a finer swap never does
+        (if the renaming happens to change no flow, the rewrite is listed twice)."""
+        if not len(partners) or self.pattern.kind in ("allgather", "reduce_scatter"):
+            return partners
+        touched = np.zeros(self.pattern.n, dtype=np.int64)
         for g, table in enumerate(self._tables):
             first, last = table.span
-            ok = self._degree_ok(table, c, first, last)
-            fixed = self._meaning_fixed_vec(g, c)
-            partners = np.flatnonzero(ok & fixed)
-            rest = [int(y) for y in np.flatnonzero(ok & ~fixed)]
-            if rest:
-                replay = self._replay(g)
-                extra = [y for y in rest if replay.viable(c, y, first, last)]
-                partners = np.union1d(partners, np.asarray(extra, dtype=np.int64))
-            partners = self._drop_noops(g, first, last, c, partners)
-            if len(partners):
-                entries.append(_Entry("chunk_local", g, first, last, partners))
-            if len(table.phases) < 2:
-                continue
-            for t1, t2 in table.phases:
-                ok = self._degree_ok(table, c, t1, t2)
-                if not ok.any():
-                    continue
-                replay = self._replay(g)
-                proven, rejected = replay.verdicts(c, t1, t2, fixed)
-                partners = np.flatnonzero(ok & proven)
-                rest = [int(y) for y in np.flatnonzero(ok & ~proven & ~rejected)]
-                extra = [y for y in rest if replay.viable(c, y, t1, t2)]
-                if extra:
-                    partners = np.union1d(partners, np.asarray(extra, dtype=np.int64))
-                partners = self._drop_noops(g, t1, t2, c, partners)
-                if len(partners):
-                    entries.append(_Entry("position", g, t1, t2, partners))
-        globals_ = self._drop_noops(-1, 0, 0, c, self._globals(c))
-        if len(globals_):
-            entries.append(_Entry("global", -1, 0, 0, globals_))
-        return tuple(sorted(entries, key=_entry_order))
+            hashes = self._noop_hash(g, first, last)
+            changed = hashes != hashes[c]
+            for y in np.flatnonzero(~changed):
+                if y != c and not self._is_noop(g, first, last, c, int(y)):
+                    changed[y] = True
+            touched += changed
+        same = partners[touched[partners] == 1]
+        return np.setdiff1d(partners, same) if len(same) else partners
 
     def _drop_noops(
         self, g: int, first: int, last: int, c: int, partners: np.ndarray
@@ -418,32 +651,46 @@ class SwapSpace:
         noops = [y for y in maybe if self._is_noop(g, first, last, c, int(y))]
         return np.setdiff1d(partners, np.asarray(noops, dtype=np.int64)) if noops else partners
 
-    def _noop_hash(self, g: int, first: int, last: int) -> np.ndarray:
+    def _noop_hash(self, g: int, first: int, last: int, *, keep: bool = True) -> np.ndarray:
         key = (g, first, last)
         cached = self._noop_hashes.get(key)
         if cached is None:
             a = self._arrays
-            mask = np.ones(len(a["step"]), dtype=bool)
-            if g >= 0:
-                mask &= a["graph"] == g
-                mask &= (a["step"] >= first) & (a["step"] <= last)
-            step = a["step"][mask].astype(np.uint64)
-            src, dst = a["src"][mask].astype(np.uint64), a["dst"][mask].astype(np.uint64)
-            tag = (a["chunk"][mask].astype(np.uint64) * np.uint64(4)
-                   + a["is_copy"][mask].astype(np.uint64) * np.uint64(2))
+            idx = self._flows_in(g, first, last)
+            step = a["step"][idx].astype(np.uint64)
+            src, dst = a["src"][idx].astype(np.uint64), a["dst"][idx].astype(np.uint64)
+            tag = (a["chunk"][idx].astype(np.uint64) * np.uint64(4)
+                   + a["is_copy"][idx].astype(np.uint64) * np.uint64(2))
             cached = np.zeros(self.pattern.n, dtype=np.uint64)
             with np.errstate(over="ignore"):
-                np.add.at(cached, a["src"][mask], _mix(step, dst, tag))
-                np.add.at(cached, a["dst"][mask], _mix(step, src, tag + np.uint64(1)))
-            self._noop_hashes[key] = cached
+                np.add.at(cached, a["src"][idx], _mix(step, dst, tag))
+                np.add.at(cached, a["dst"][idx], _mix(step, src, tag + np.uint64(1)))
+            if keep:
+                self._noop_hashes[key] = cached
         return cached
+
+    def _flows_in(self, g: int, first: int, last: int) -> np.ndarray:
+        """Indices of the flows of chunk graph ``g`` (every flow if ``g == -1``) with
+        ``first <= step <= last``: a slice of the flows sorted by (graph, step)."""
+        a = self._arrays
+        if g < 0:
+            return np.arange(len(a["step"]))
+        if self._by_graph is None:
+            order = np.lexsort((a["step"], a["graph"]))
+            bounds = np.searchsorted(a["graph"][order], np.arange(len(self._tables) + 1))
+            self._by_graph = (order, bounds, a["step"][order])
+        order, bounds, steps = self._by_graph
+        lo, hi = bounds[g], bounds[g + 1]
+        a_ = lo + int(np.searchsorted(steps[lo:hi], first, side="left"))
+        b_ = lo + int(np.searchsorted(steps[lo:hi], last, side="right"))
+        return order[a_:b_]
 
     def _is_noop(self, g: int, first: int, last: int, x: int, y: int) -> bool:
         touching = self._touching.get(g)
         if touching is None:
             touching = {}
             a = self._arrays
-            indices = np.flatnonzero(a["graph"] == g) if g >= 0 else range(len(a["step"]))
+            indices = self._flows_in(g, *self._tables[g].span) if g >= 0 else range(len(a["step"]))
             for i in indices:
                 touching.setdefault(int(a["src"][i]), []).append(int(i))
                 touching.setdefault(int(a["dst"][i]), []).append(int(i))
@@ -573,7 +820,10 @@ class SwapSpace:
     def _replay(self, g: int) -> _GraphReplay:
         replay = self._replays.get(g)
         if replay is None:
-            replay = _GraphReplay(self.pattern, g, self._pos)
+            if self._shared is None:
+                replay = _GraphReplay(self.pattern, g, self._pos)
+            else:
+                replay = self._shared.get(self.pattern, g, self._pos)
             self._replays[g] = replay
         return replay
 
@@ -624,6 +874,45 @@ def _load_of(direction: str, tin: int, tout: int) -> int:
     return max(tin, tout)
 
 
+def _signed(plus: int, minus: int) -> tuple[int, int]:
+    """The -1/0/1 vector ``plus - minus`` of two rank bitsets, as (+1 bits, -1 bits)."""
+    return plus & ~minus, minus & ~plus
+
+
+def _rank_two_is_zero(
+    p: tuple[int, int], q: tuple[int, int], r: tuple[int, int], i: tuple[int, int], kappa: int
+) -> bool:
+    """Whether ``p (x) q + r (x) (i + kappa q) = 0`` for -1/0/1 vectors given as bitset pairs
+    (:meth:`_GraphReplay.linear_verdicts`).
+
+    If ``p (x) q = 0`` the rest must vanish: ``r = 0`` or ``i = -kappa q``. Otherwise both
+    terms are rank one and equal up to sign: ``r = lam p`` (``lam = +-1``, the entries being
+    +-1) and ``i + kappa q = -q / lam``, i.e. ``i = mu q`` with ``mu = -(kappa + lam)``.
+    """
+
+    def zero(v: tuple[int, int]) -> bool:
+        return not (v[0] or v[1])
+
+    def is_multiple(v: tuple[int, int], w: tuple[int, int], mu: int) -> bool:  # v == mu w
+        if mu == 0:
+            return zero(v)
+        if mu == 1:
+            return v == w
+        if mu == -1:
+            return v == (w[1], w[0])
+        return zero(v) and zero(w)
+
+    if zero(p) or zero(q):
+        return zero(r) or is_multiple(i, q, -kappa)
+    if r == p:
+        lam = 1
+    elif r == (p[1], p[0]):
+        lam = -1
+    else:
+        return False
+    return is_multiple(i, q, -(kappa + lam))
+
+
 def _other(r: int, x: int, y: int) -> int:
     return y if r == x else x if r == y else r
 
@@ -640,8 +929,8 @@ def _mix(*parts: np.ndarray) -> np.ndarray:
     return z
 
 
-def _entry_order(entry: _Entry) -> tuple[int, int, int]:
-    return (PRIORITY[entry.kind], entry.graph, entry.first)
+def _entry_order(entry: _Entry) -> tuple[int, int, int, int]:
+    return (PRIORITY[entry.kind], entry.graph, entry.first, entry.last)
 
 
 def _materialise(ranks: tuple[int, ...], c: int, entries: tuple[_Entry, ...]) -> Iterator[Swap]:
@@ -757,16 +1046,6 @@ def _degree_tables(
     e_step = uniq % width
     graph_bounds = np.searchsorted(e_graph, np.arange(len(pattern.chunk_graphs()) + 1))
 
-    # Phases: per (graph, step) the set of operations (1 reduce, 2 copy).
-    op_bits = np.where(is_copy, 2, 1)
-    gs_key = graph * width + step
-    order = np.argsort(gs_key, kind="stable")
-    gs_sorted = gs_key[order]
-    gs_uniq, gs_first = np.unique(gs_sorted, return_index=True)
-    gs_bits = np.bitwise_or.reduceat(op_bits[order], gs_first) if len(order) else op_bits
-    gs_graph = gs_uniq // width
-    gs_step = gs_uniq % width
-
     tables = []
     for g in range(len(pattern.chunk_graphs())):
         lo, hi = graph_bounds[g], graph_bounds[g + 1]
@@ -777,12 +1056,10 @@ def _degree_tables(
         by_step = (r[o], t[o], gi[o], go[o])
         uniq_steps, step_first = np.unique(by_step[1], return_index=True)
         step_start = np.append(step_first, len(o))
-        mine = gs_graph == g
-        phases = _phases(gs_step[mine], gs_bits[mine])
         tables.append(
             _GraphTable(
                 by_step, uniq_steps, step_start, by_rank, rank_start,
-                (int(uniq_steps[0]), int(uniq_steps[-1])), phases,
+                (int(uniq_steps[0]), int(uniq_steps[-1])),
             )
         )
     arrays = {
@@ -792,17 +1069,41 @@ def _degree_tables(
     return tuple(tables), tin, tout, arrays
 
 
-def _phases(steps: np.ndarray, bits: np.ndarray) -> tuple[tuple[int, int], ...]:
-    """Maximal runs of steps with the same set of operations (steps sorted)."""
-    if len(steps) == 0:
-        return ()
-    cut = np.flatnonzero(bits[1:] != bits[:-1]) + 1
-    starts = np.concatenate([[0], cut])
-    ends = np.concatenate([cut - 1, [len(steps) - 1]])
-    return tuple((int(steps[a]), int(steps[b])) for a, b in zip(starts, ends, strict=True))
-
-
 # -- incremental replay of one chunk graph -------------------------------------------------------
+class ReplayCache:
+    """Replays of chunk graphs shared by the swap spaces of related patterns, least recently
+    used dropped first.
+
+    A replay depends only on the collective's meaning (kind, ranks, root, chunks) and on the
+    flows of its chunk graph, which is its key, so a space gets the same answers from a shared
+    replay as from its own; its caches (verdicts, paths, boundaries) then serve every space
+    whose pattern has that chunk graph.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        if not (isinstance(size, int) and size >= 1):
+            raise PatternError(f"ReplayCache: size must be a positive integer, got {size!r}")
+        self._size = size
+        self._replays: OrderedDict[tuple[object, ...], _GraphReplay] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._replays)
+
+    def get(self, pattern: Pattern, g: int, pos: dict[int, int]) -> _GraphReplay:
+        block = pattern.chunk_graphs()[g]
+        key = (pattern.kind, pattern.ranks, pattern.root, pattern.chunks, block,
+               tuple(pattern.flows[i] for i in pattern.flows_of_chunk_graph(g)))
+        replay = self._replays.get(key)
+        if replay is None:
+            replay = _GraphReplay(pattern, g, pos)
+            self._replays[key] = replay
+            if len(self._replays) > self._size:
+                self._replays.popitem(last=False)
+        else:
+            self._replays.move_to_end(key)
+        return replay
+
+
 class _GraphReplay:
     """The original replay of one chunk graph, kept so that a swap is re-checked incrementally.
 
@@ -869,6 +1170,9 @@ class _GraphReplay:
                     for c in chunks:
                         self.writes.setdefault((d, c), []).append(t)
         self._verdict_cache: dict[tuple[int, int, int, int], bool] = {}
+        self._derived: dict[object, object] = {}
+        #: Buffers may be empty (nothing received yet): AllGather, Broadcast.
+        self.may_be_empty = self.kind in ("allgather", "broadcast")
         # The original trajectory: per (rank, chunk), the steps at which it changed and values.
         self.hist_steps: dict[tuple[int, int], list[int]] = {}
         self.hist_vals: dict[tuple[int, int], list[int]] = {}
@@ -922,13 +1226,34 @@ class _GraphReplay:
                 o = self.overwritten_by(t, r, c)
                 if o is not None:
                     over[r, j] = o
-        # Influence, backwards from the end: a copy into d kills d's earlier value; a flow
-        # s -> d passes d's later influence to s's earlier value.
+        # Between two steps of this graph nothing changes: the boundary of the last step <= t.
+        k = bisect_right(self.steps, t)
+        hashes = self._influence_hashes()[self.steps[k - 1] if k else self.steps[0] - 1]
+        cached = (vid, over, hashes)
+        self._boundaries[t] = cached
+        return cached
+
+    def _influence_hashes(self) -> dict[int, np.ndarray]:
+        """Per step boundary ``t`` (``steps[0] - 1`` included), the influence hash of each
+        (rank position, chunk) value at the end of ``t`` (:meth:`boundary`), all from one
+        backward pass: a copy into d kills d's earlier value; a flow s -> d passes d's later
+        influence to s's earlier value."""
+        cached = self._derived.get("influence")
+        if cached is not None:
+            return cached  # type: ignore[return-value]
         mask = (1 << 64) - 1
+        col = {c: j for j, c in enumerate(self.chunks)}
         infl = {key: self._weight(key) for key in self.final}
+        out: dict[int, np.ndarray] = {}
+
+        def snapshot() -> np.ndarray:
+            arr = np.zeros((self.n, len(self.chunks)), dtype=np.uint64)
+            for (r, c), w in infl.items():
+                arr[r, col[c]] = np.uint64(w)
+            return arr
+
         for s in reversed(self.steps):
-            if s <= t:
-                break
+            out[s] = snapshot()
             adds: list[tuple[tuple[int, int], int]] = []
             kills: list[tuple[int, int]] = []
             for d, flows in self.into[s].items():
@@ -942,13 +1267,9 @@ class _GraphReplay:
             for key, w in adds:
                 if w:
                     infl[key] = (infl.get(key, 0) + w) & mask
-        hashes = np.zeros((n, len(chunks)), dtype=np.uint64)
-        col = {c: j for j, c in enumerate(chunks)}
-        for (r, c), w in infl.items():
-            hashes[r, col[c]] = np.uint64(w)
-        cached = (vid, over, hashes)
-        self._boundaries[t] = cached
-        return cached
+        out[self.steps[0] - 1] = snapshot()
+        self._derived["influence"] = out
+        return out
 
     @staticmethod
     def _weight(key: tuple[int, int]) -> int:
@@ -987,6 +1308,206 @@ class _GraphReplay:
         rejected = start & ~proven & np.any(~equal & (hashes != hashes[x]), axis=1)
         proven[x] = rejected[x] = False
         return proven, rejected
+
+    def unheld_at_start(self, x: int, ys: np.ndarray, firsts: np.ndarray) -> np.ndarray:
+        """For each partner ``ys[k]`` with window starting at ``firsts[k]``: whether the swapped
+        graph sends, at that first step, a chunk its new sender does not hold (exact: up to
+        then the state is the original's, and :mod:`react.verify` rejects such a send).
+
+        Only empty buffers trigger it (AllGather, Broadcast: ranks that have not received yet).
+        """
+        out = np.zeros(len(ys), dtype=bool)
+        for a in np.unique(firsts):
+            held = self.held(int(a) - 1)
+            sends = self.sends(int(a))
+            k = np.flatnonzero(firsts == a)
+            y = ys[k]
+            out[k] = np.any(sends[x] & ~held[y], axis=1) | np.any(sends[y] & ~held[x], axis=1)
+        return out
+
+    def linear_verdicts(
+        self, x: int, ys: np.ndarray, first: int, last: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """For each partner in ``ys``, swapping over ``[first, last]``: (proven viable, proven
+        not viable), without a replay, for kinds whose buffers are never empty (AllReduce,
+        ReduceScatter, Reduce); all False otherwise or where the structure is not 0/1.
+
+        Why it is exact. Buffers hold multisets of ranks' inputs; without a violation the state
+        evolves linearly (a copy replaces, a reduce adds), so a final buffer's content is
+        ``sum over sources s of N(s -> f) {s}`` with ``N`` the path counts of the flows. With
+        ``A`` the paths from the inputs to the buffers at ``first - 1`` (the values there),
+        ``M`` those through the window, ``B`` those from the buffers at ``last`` to the
+        constrained final buffers (their influence sets) and ``P`` the exchange of x and y,
+        the swapped pattern's counts are ``A P M P B`` against the original's ``A M B``; the
+        difference reduces, per chunk, to the rank-two matrix
+        ``ds (x) b + da (x) (i + k b)`` with ``ds = S_last(y) - S_last(x)``,
+        ``da = S_first-1(x) - S_first-1(y)``, ``b = B(x) - B(y)``, ``i = I(y) - I(x)`` (I: the
+        influence sets at ``first - 1``) and ``k = M_xx - M_xy - M_yx + M_yy``, all vectors of
+        -1/0/1 (in a valid pattern with no empty buffer every count is 0 or 1: two paths
+        would count an input twice). Non-zero: some final buffer is wrong, or the run violates
+        earlier: not viable. Zero: every final buffer is right, so every reduce whose result
+        reaches one adds no input twice; the only violation left would be a double count in a
+        result that reaches no final buffer. There is none when the original has no such
+        reduce and the swap keeps which buffers reach none (``B(x)``, ``B(y)`` both empty or
+        both not, the same for ``I``): then the swapped pattern verifies.
+        """
+        key = ("linear", x, ys.dtype.str, ys.tobytes(), first, last)
+        cached = self._derived.get(key)
+        if cached is None:
+            cached = self._linear_verdicts(x, ys, first, last)
+            self._derived[key] = cached
+        proven, rejected = cached  # type: ignore[misc]
+        return proven.copy(), rejected.copy()  # callers refine them in place
+
+    def _linear_verdicts(
+        self, x: int, ys: np.ndarray, first: int, last: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        m = len(ys)
+        proven = np.zeros(m, dtype=bool)
+        rejected = np.zeros(m, dtype=bool)
+        if self.may_be_empty:
+            return proven, rejected
+        paths = self.paths(first, last)
+        reach = self.reach()
+        if paths is None or reach is None:
+            return proven, rejected
+        sets, no_dead_reduce = reach
+        before, after = sets[first - 1], sets[last]
+        v0, v1 = self.values_at(first - 1), self.values_at(last)
+        partners = [int(y) for y in ys]
+        bad = [False] * m
+        unsafe = [False] * m
+        zero = _rank_two_is_zero
+        for j in range(len(self.chunks)):
+            p, i0, i1, s0, s1 = paths[j], before[j], after[j], v0[j], v1[j]
+            px, ix, bx, ax, sx = p[x], i0[x], i1[x], s0[x], s1[x]
+            pxx = (px >> x) & 1
+            for k, y in enumerate(partners):
+                if bad[k]:
+                    continue
+                py, iy, by, ay, sy = p[y], i0[y], i1[y], s0[y], s1[y]
+                kappa = pxx - ((py >> x) & 1) - ((px >> y) & 1) + ((py >> y) & 1)
+                if not zero((sy & ~sx, sx & ~sy), (bx & ~by, by & ~bx), (ax & ~ay, ay & ~ax),
+                            (iy & ~ix, ix & ~iy), kappa):
+                    bad[k] = True
+                elif (bx == 0) != (by == 0) or (ix == 0) != (iy == 0):
+                    unsafe[k] = True
+        rejected = np.asarray(bad, dtype=bool)
+        if no_dead_reduce:
+            proven = ~rejected & ~np.asarray(unsafe, dtype=bool)
+        return proven, rejected
+
+    def values_at(self, t: int) -> list[list[int]]:
+        """The original values at the end of step ``t``, per chunk (in ``chunks`` order), per
+        rank position."""
+        key = ("values", t)
+        cached = self._derived.get(key)
+        if cached is None:
+            cached = [[self.value(t, r, c) for r in range(self.n)] for c in self.chunks]
+            self._derived[key] = cached
+        return cached  # type: ignore[return-value]
+
+    def reach(self) -> tuple[dict[int, list[list[int]]], bool] | None:
+        """Per step boundary ``t`` (``steps[0] - 1`` included), per chunk, per rank position:
+        the influence set of the value at the end of ``t``, as the bitset of the ranks whose
+        constrained final buffer of that chunk it reaches; and whether every reduce's result
+        reaches one. None if a value reaches a final buffer by two paths (counts not 0/1)."""
+        if "reach" in self._derived:
+            return self._derived["reach"]  # type: ignore[return-value]
+        col = {c: j for j, c in enumerate(self.chunks)}
+        infl = [
+            [1 << r if (r, c) in self.final else 0 for r in range(self.n)] for c in self.chunks
+        ]
+        sets: dict[int, list[list[int]]] = {}
+        no_dead_reduce = True
+        for s in reversed(self.steps):
+            sets[s] = infl
+            new = [list(row) for row in infl]
+            for d, flows in self.into[s].items():
+                for _, chunks, is_copy in flows:
+                    for c in chunks:
+                        if is_copy:
+                            new[col[c]][d] = 0
+                        elif not infl[col[c]][d]:
+                            no_dead_reduce = False
+            for d, flows in self.into[s].items():
+                for src, chunks, _ in flows:
+                    for c in chunks:
+                        j = col[c]
+                        add = infl[j][d]
+                        if new[j][src] & add:
+                            self._derived["reach"] = None
+                            return None
+                        new[j][src] |= add
+            infl = new
+        sets[self.steps[0] - 1] = infl
+        out = (sets, no_dead_reduce)
+        self._derived["reach"] = out
+        return out
+
+    def held(self, t: int) -> np.ndarray:
+        """Whether each (rank position, chunk) holds a value at the end of step ``t``."""
+        key = ("held", t)
+        cached = self._derived.get(key)
+        if cached is None:
+            cached = np.asarray(
+                [[self.value(t, r, c) != 0 for c in self.chunks] for r in range(self.n)],
+                dtype=bool,
+            )
+            self._derived[key] = cached
+        return cached
+
+    def sends(self, t: int) -> np.ndarray:
+        """Whether each (rank position, chunk) is sent at step ``t``."""
+        key = ("sends", t)
+        cached = self._derived.get(key)
+        if cached is None:
+            cached = np.zeros((self.n, len(self.chunks)), dtype=bool)
+            col = {c: j for j, c in enumerate(self.chunks)}
+            for s, flows in self.out.get(t, {}).items():
+                for _, chunks, _ in flows:
+                    for c in chunks:
+                        cached[s, col[c]] = True
+            self._derived[key] = cached
+        return cached
+
+    def paths(self, first: int, last: int) -> list[list[int]] | None:
+        """Per chunk, per rank position ``r``: the bitset of positions with a path from their
+        buffer at ``first - 1`` to ``r``'s at ``last`` (a replay of the window from one-hot
+        buffers); None if some buffer is reached twice from one source (then ``M`` is not 0/1
+        and :meth:`linear_verdicts` does not decide). One replay per ``first`` serves every
+        ``last``: each step's result is kept."""
+        key = ("paths", first, last)
+        if key not in self._derived:
+            self._paths_from(first)
+        return self._derived[key]  # type: ignore[return-value]
+
+    def _paths_from(self, first: int) -> None:
+        states = [[1 << r for r in range(self.n)] for _ in self.chunks]
+        broken = False
+        for t in self.steps[bisect_left(self.steps, first):]:
+            if not broken:
+                for j, c in enumerate(self.chunks):
+                    state = states[j]
+                    new: dict[int, int] = {}
+                    for d, flows in self.into[t].items():
+                        sources = [(s, cp) for s, chunks, cp in flows if c in chunks]
+                        if not sources:
+                            continue
+                        if any(cp for _, cp in sources):  # the only write (valid pattern)
+                            new[d] = state[sources[0][0]]
+                            continue
+                        acc = state[d]
+                        for s, _ in sources:
+                            if acc & state[s]:
+                                broken = True
+                            acc |= state[s]
+                        new[d] = acc
+                    for d, v in new.items():
+                        state[d] = v
+            self._derived[("paths", first, t)] = (
+                None if broken else [list(state) for state in states]
+            )
 
     def value(self, t: int, r: int, c: int) -> int:
         """The original value of (rank position r, chunk c) at the end of step t."""

@@ -38,8 +38,8 @@ def test_fig6_seeds_draw_different_shared_servers():
 def test_fig6_quick_writes_plot_and_csv(tmp_path):
     assert fig6.main(["--quick", "--store", str(tmp_path / "r.sqlite"),
                       "--out-dir", str(tmp_path)]) == 0
-    assert (tmp_path / "fig6.png").stat().st_size > 0
-    with open(tmp_path / "fig6.csv", newline="") as f:
+    assert (tmp_path / "fig6-quick.png").stat().st_size > 0
+    with open(tmp_path / "fig6-quick.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     # one row per job for the single overlap value of the quick run
     assert sorted((r["job"], r["x"], r["react"]) for r in rows) == [

@@ -40,8 +40,8 @@ def test_fig7_jobs_share_racks_but_no_server(case):
 def test_fig7_quick_writes_plot_and_csv(tmp_path):
     assert fig7.main(["--quick", "--store", str(tmp_path / "r.sqlite"),
                       "--out-dir", str(tmp_path)]) == 0
-    assert (tmp_path / "fig7.png").stat().st_size > 0
-    with open(tmp_path / "fig7.csv", newline="") as f:
+    assert (tmp_path / "fig7-quick.png").stat().st_size > 0
+    with open(tmp_path / "fig7-quick.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     # both jobs, REACT on job 1 only ("scenario") and on both ("on"), against one baseline
     assert sorted((r["job"], r["react"]) for r in rows) == [

@@ -49,7 +49,7 @@ def test_fig8_same_links_fail_at_every_capacity():
 def test_fig8_quick_writes_plot_and_csv(tmp_path):
     assert fig8.main(["--quick", "--store", str(tmp_path / "r.sqlite"),
                       "--out-dir", str(tmp_path)]) == 0
-    assert (tmp_path / "fig8.png").stat().st_size > 0
-    with open(tmp_path / "fig8.csv", newline="") as f:
+    assert (tmp_path / "fig8-quick.png").stat().st_size > 0
+    with open(tmp_path / "fig8-quick.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [(r["x"], r["series"]) for r in rows] == [("1", "30"), ("2", "30")]

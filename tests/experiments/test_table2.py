@@ -1,9 +1,10 @@
-"""Smoke and unit tests of experiments/table2.py (Table 2 analog)."""
+"""Tests of experiments/table2.py (Table 2 analog) against numbers computed independently."""
 
 import csv
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -11,6 +12,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from experiments import table2  # noqa: E402
+from react.scenario import parse_scenario, run_scenario  # noqa: E402
 
 
 def test_allocation_is_distinct_hosts_and_an_outside_source():
@@ -27,14 +29,48 @@ def test_p0_has_no_background_and_all_epochs_count():
     assert all(p.warmup_epochs == 0 for p in points)
 
 
-def test_quick_run_writes_the_table(tmp_path):
+def _by_hand(doc):
+    """Speedups and changes of one allocation, from the public API alone: the scenario run
+    without and with REACT, ratios of mean and p95 collective times over all epochs, and the
+    number of epochs whose pattern differs from the epoch before."""
+    scenario = parse_scenario(doc)
+    off = run_scenario(scenario, react=False)
+    on = run_scenario(scenario, react=True)
+    (job,) = off
+    t_off = np.array([r.collective_time_s for r in off[job].results])
+    t_on = np.array([r.collective_time_s for r in on[job].results])
+    flows = [p.flows for p in on[job].patterns]
+    changes = sum(a != b for a, b in zip(flows, flows[1:], strict=False))
+    return t_off.mean() / t_on.mean(), np.percentile(t_off, 95) / np.percentile(t_on, 95), changes
+
+
+def test_quick_table_matches_the_runs_redone_by_hand(tmp_path):
     args = ["--quick", "--out", str(tmp_path), "--store", str(tmp_path / "s.sqlite"),
             "--no-progress"]
     assert table2.main(args) == 0
     with (tmp_path / "table2-quick.csv").open() as fh:
-        rows = list(csv.DictReader(fh))
-    assert [(r["ranks"], r["p"]) for r in rows] == [("4", "0"), ("4", "2")]
-    # without congestion REACT finds nothing worth changing in 20 epochs: the same run twice
-    assert float(rows[0]["changes"]) == 0
-    assert float(rows[0]["speedup_mean"]) == pytest.approx(1.0)
-    assert float(rows[1]["paper_speedup_mean"]) == 1.138
+        rows = {(int(r["ranks"]), int(r["p"])): r for r in csv.DictReader(fh)}
+    assert sorted(rows) == [(4, 0), (4, 2)]  # --quick: 4 ranks, p = 0 and 2, 1 allocation
+    points = table2.table2_points([4], [0, 2], 1, epochs=20, message_bytes=100e6, sweep="t")
+    for p in (0, 2):
+        doc = next(pt.scenario for pt in points if pt.params["p"] == p)
+        mean, p95, changes = _by_hand(doc)
+        row = rows[(4, p)]
+        assert float(row["speedup_mean"]) == pytest.approx(mean, rel=1e-5)
+        assert float(row["speedup_p95"]) == pytest.approx(p95, rel=1e-5)
+        assert float(row["changes"]) == changes
+        assert float(row["changes_per_5k"]) == pytest.approx(changes * 5000 / 20)
+
+
+def test_without_congestion_react_changes_nothing_so_the_runs_are_identical():
+    # p = 0: no background flow, nothing for REACT to react to on a noise-free simulator.
+    points = table2.table2_points([4], [0], 1, epochs=20, message_bytes=100e6, sweep="t")
+    mean, p95, changes = _by_hand(points[0].scenario)
+    assert (mean, p95, changes) == (1.0, 1.0, 0)
+
+
+def test_output_name_follows_the_options(tmp_path):
+    args = ["--epochs", "3", "--ranks", "4", "--p", "0", "--allocations", "1",
+            "--out", str(tmp_path), "--store", str(tmp_path / "s.sqlite"), "--no-progress"]
+    assert table2.main(args) == 0
+    assert [f.name for f in tmp_path.glob("*.csv")] == ["table2_n4_p0_a1_e3.csv"]

@@ -348,3 +348,39 @@ def test_network_is_deterministic_across_processes():
 def test_network_records_are_in_completion_order():
     ends = [r.end_s for r in _workload()]
     assert ends == sorted(ends)
+
+
+# -- which flows a change reaches ------------------------------------------------------------
+
+def _two_flow_fabric():
+    # a1 -m(8)-> s1 -l(10)-> s2 -> a2 ; b1 -k(1)-> s1 -l-> s2 -> b2 (Gbps; the last hops 100).
+    from flowsim.topology import Link, Node, Topology
+
+    nodes = tuple(Node(h, "host") for h in ("a1", "a2", "b1", "b2")) + (
+        Node("s1", "switch"), Node("s2", "switch"))
+    ends = [("a1", "s1", 8), ("b1", "s1", 1), ("s1", "s2", 10), ("s2", "a2", 100),
+            ("s2", "b2", 100)]
+    # The way back (every host must reach every other), unused by the flows.
+    ends += [("s1", "a1", 100), ("s1", "b1", 100), ("s2", "s1", 100), ("a2", "s2", 100),
+             ("b2", "s2", 100)]
+    links = tuple(Link(i, a, b, c * GBPS, 0.0) for i, (a, b, c) in enumerate(ends))
+    return Network(Topology(nodes, links, name="two-flows"))
+
+
+def test_network_change_reaches_a_flow_through_a_link_it_fills():
+    # A (a1->a2) crosses m (8) and l (10); B (b1->b2) crosses k (1) and l. At first B = 1 (k)
+    # and A = 8 (m); l carries 9 of 10, so it is no bottleneck and links A to nothing. Raising k
+    # to 100 lets B grow until l is full, and on l the two must meet: progressive filling from
+    # scratch gives A = B = 5 (l fills at level 5, before m's 8). A engine that re-solved only
+    # the flows the change reaches through saturated links (B) would leave A at 8 and give B 2.
+    net = _two_flow_fabric()
+    a = net.start_flow("a1", "a2", math.inf)
+    b = net.start_flow("b1", "b2", math.inf)
+    net.env.run(until=1e-6)
+    assert {f.flow_id: f.rate_bps for f in net.active_flows()} == {
+        a.flow_id: 8 * GBPS, b.flow_id: 1 * GBPS}
+    net.set_link_capacity(1, 100 * GBPS)
+    net.env.run(until=2e-6)
+    rates = {f.flow_id: f.rate_bps for f in net.active_flows()}
+    assert rates[a.flow_id] == pytest.approx(5 * GBPS, rel=1e-12)
+    assert rates[b.flow_id] == pytest.approx(5 * GBPS, rel=1e-12)

@@ -81,9 +81,12 @@ CONGESTED_INTO_2 = {(0, 2): 4.0, (1, 2): 4.0, (0, 3): 1.0, (1, 3): 1.0,
 
 def test_unseen_pair_into_a_congested_link_is_priced_by_that_link():
     model = links_model(CONGESTED_INTO_2)
-    # 3 -> 2 was never seen: 3's outbound link is bounded by 1, 2's inbound by 4 -> 4.
+    # The best rate seen is C = 1 byte/s. Flows into 2 got 1/4 alone: 3 competing flows there.
+    # 3 -> 2 was never seen: 3's outbound link is free (rate 1), 2's inbound gives 1/(1+3).
     assert model.flow_fct(Flow(1, 3, 2, (0,)), 1, 1.0) == pytest.approx(4.0)
-    # 2 -> 3: both links cheap -> 1; scaled by bytes and degree like a seen pair.
+    # Two of the job's flows into 2 would share it with the 3 others: 1/5 each.
+    assert model.flow_fct(Flow(1, 3, 2, (0,)), 2, 1.0) == pytest.approx(5.0)
+    # 2 -> 3: both links free; at degree 2, 3 bytes take 3 / (1/2) = 6.
     assert model.flow_fct(Flow(1, 2, 3, (0,)), 2, 3.0) == pytest.approx(6.0)
 
 
@@ -101,13 +104,15 @@ def test_one_pair_does_not_bound_a_link():
 
 
 def test_unseen_pair_pays_the_mean_path_excess():
-    # 0 -> 2 costs 3 although 0's outbound and 2's inbound links are bounded by 1: an excess of 2
-    # on one of 8 pairs, a mean excess of 0.25. 3 has an outbound bound (1) and no inbound one,
-    # so the unseen 0 -> 3 costs max(1) + 0.25.
+    # 0 -> 2 costs 3 although 0's outbound and 2's inbound links carried other pairs at rate 1
+    # (no competing load): an excess of 2 on one of 8 pairs, a mean excess of 0.25. 3 has a rated
+    # outbound link (rate 1) and no inbound one, so the unseen 0 -> 3 costs 1 + 0.25; the seen
+    # 0 -> 2 keeps its own excess: 1 + 2.
     units = {(0, 1): 1.0, (0, 2): 3.0, (1, 0): 1.0, (1, 2): 1.0, (2, 0): 1.0, (2, 1): 1.0,
              (3, 0): 1.0, (3, 1): 1.0}
     model = links_model(units)
     assert model.flow_fct(Flow(1, 0, 3, (0,)), 1, 1.0) == pytest.approx(1.25)
+    assert model.flow_fct(Flow(1, 0, 2, (0,)), 1, 1.0) == pytest.approx(3.0)
 
 
 def test_unknown_unseen_rule_is_an_error():

@@ -23,6 +23,7 @@ from react.execution import (
 from react.pattern import Chunk, Flow, Pattern
 from react.patterns import GENERATORS, allreduce_double_binary_tree
 from react.runtime.schedule import rank_program
+from react.transforms import ChunkLocalSwap, GlobalSwap
 
 HALVES = (Chunk(0, 0.5), Chunk(1, 0.5))
 
@@ -148,6 +149,34 @@ def test_replay_of_the_observed_durations_gives_back_the_epoch():
     assert ends == pytest.approx([t.end_s for t in result.flows], abs=1e-12)
     assert critical_path(tree, [t.fct_s for t in result.flows]).length_s == pytest.approx(
         result.collective_time_s, rel=1e-12)
+
+
+def gates_from_programs(pattern):
+    # Algorithm 2's gates read off the rank programs (the rule's one definition), numbered by
+    # rank (pattern order), chunk graph and step: what a simulator following them relies on.
+    members, waits = [], [[] for _ in pattern.flows]
+    for programs in rank_programs(pattern).values():
+        for program in programs:
+            for before, after in zip(program.steps, program.steps[1:], strict=False):
+                for i in (*after.sends, *after.recvs):
+                    waits[i].append(len(members))
+                members.append(tuple(sorted((*before.sends, *before.recvs))))
+    return tuple(members), tuple(tuple(sorted(w)) for w in waits)
+
+
+@pytest.mark.parametrize("name", sorted(GENERATORS))
+def test_gates_are_the_rank_programs_steps(name):
+    # Also on swapped patterns (ranks out of their usual places), as the controller builds them.
+    base = GENERATORS[name](8)
+    ranks = base.ranks
+    for pattern in (base, GlobalSwap(ranks[0], ranks[5]).apply(base),
+                    ChunkLocalSwap(0, ranks[1], ranks[6]).apply(base)):
+        gs = gates(pattern)
+        assert (gs.members, gs.waits) == gates_from_programs(pattern)
+        assert gs.opens == tuple(tuple(g for g, m in enumerate(gs.members) if i in m)
+                                 for i in range(len(pattern.flows)))
+        assert gs.released == tuple(tuple(i for i, w in enumerate(gs.waits) if g in w)
+                                    for g in range(len(gs.members)))
 
 
 def test_rank_programs_cover_every_rank():

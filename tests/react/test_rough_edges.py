@@ -73,9 +73,9 @@ def test_a_quick_script_leaves_the_committed_results_alone(tmp_path, monkeypatch
     spec.loader.exec_module(fig8)
     assert fig8.main(["--quick"]) == 0
     assert hashlib.sha256(committed.read_bytes()).hexdigest() == before
-    made = list(tmp_path.glob("react-fig8-quick-*/fig8.png"))
+    made = list(tmp_path.glob("react-fig8-quick-*/fig8-quick.png"))
     assert len(made) == 1 and made[0].read_bytes()[:8] == PNG
-    assert list(tmp_path.glob("react-fig8-quick-*/fig8.sqlite"))
+    assert list(tmp_path.glob("react-fig8-quick-*/fig8-quick.sqlite"))
 
 
 # -- scenarios and the run command -----------------------------------------------------------------

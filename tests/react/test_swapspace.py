@@ -2,6 +2,7 @@
 
 import random
 
+import numpy as np
 import pytest
 
 import react.swapspace as swapspace_module
@@ -88,59 +89,139 @@ def test_load_after_matches_the_swapped_pattern(dtree16, space16):
             assert space16.load_after(3, swap, direction) == expected
 
 
-# -- a brute-force reference -------------------------------------------------------------------
-def _deg(pattern, t, r):
-    return max(pattern.degree(t, r))
+# -- a brute-force reference (appendix A.3) ------------------------------------------------------
+# Written from the paper's description, sharing nothing with SwapSpace or react.transforms but
+# the verifier: every pair of ranks and, in every chunk graph, every step window [a, b] with
+# 1 <= a <= b <= steps is applied by the little relabeller below; the result is kept if it
+# rewrites some flow, verifies, and passes the degree rule of §5.3.2 computed from the flows.
+# The whole graph as window is the chunk-local swap, every flow the global swap (for owned
+# chunks with the owners' chunks renamed k-th to k-th). Swaps are compared by the patterns they
+# produce: windows that give the same pattern are one rewrite, whatever their bounds.
+def _chunk_blocks(pattern):
+    """Chunk graphs by union-find over the chunks that travel in one flow."""
+    parent = {c.id: c.id for c in pattern.chunks}
+
+    def root(c):
+        while parent[c] != c:
+            c = parent[c]
+        return c
+
+    for f in pattern.flows:
+        for c in f.chunks[1:]:
+            parent[root(c)] = root(f.chunks[0])
+    blocks = {}
+    for c in parent:
+        blocks.setdefault(root(c), set()).add(c)
+    return [frozenset(b) for b in blocks.values()]
 
 
-def _reference(pattern):
-    """Every candidate tried by applying it and replaying the whole pattern (appendix A.3);
-    swaps that leave the flows unchanged (two sibling leaves) are left out."""
-    space = SwapSpace(pattern)
-    graphs = range(len(pattern.chunk_graphs()))
-    windows = {g: space._tables[g].phases for g in graphs}
-    expected = set()
-    ranks = pattern.ranks
-    for x in ranks:
-        for y in ranks:
-            if x == y:
-                continue
-            cands = [GlobalSwap(x, y)]
-            for g in graphs:
-                involved = {r for i in pattern.flows_of_chunk_graph(g)
-                            for r in (pattern.flows[i].src, pattern.flows[i].dst)}
-                if x in involved or y in involved:
-                    cands.append(ChunkLocalSwap(g, x, y))
-                if len(windows[g]) > 1:
-                    for t1, t2 in windows[g]:
-                        inside = {r for i in pattern.flows_of_chunk_graph(g)
-                                  for r in (pattern.flows[i].src, pattern.flows[i].dst)
-                                  if t1 <= pattern.flows[i].step <= t2}
-                        if x in inside or y in inside:
-                            cands.append(PositionSwap(g, x, y, t1, t2))
-            for swap in cands:
-                try:
-                    after = swap.apply(pattern)
-                except PatternError:
-                    continue  # a global swap of ranks owning different numbers of chunks
-                if after.flows == pattern.flows or first_violation(after) is not None:
-                    continue  # a swap that changes nothing is no use to the controller
-                steps = range(1, max(pattern.num_steps, after.num_steps) + 1)
-                if all(
-                    _deg(after, t, r) <= max(_deg(pattern, t, x), _deg(pattern, t, y))
-                    for t in steps for r in (x, y)
-                ):
-                    expected.add(swap)
-    return space, expected
+def _swap_rank(r, x, y):
+    return y if r == x else x if r == y else r
 
 
-@pytest.mark.parametrize("name", sorted(GENERATORS))
-@pytest.mark.parametrize("n", [4, 5, 8])
+def _relabelled(flows, x, y, chunk_map=None):
+    """``flows`` with x and y exchanged (and chunks renamed by ``chunk_map``)."""
+    out = set()
+    for f in flows:
+        chunks = tuple(sorted(chunk_map.get(c, c) for c in f.chunks)) if chunk_map else f.chunks
+        out.add(Flow(f.step, _swap_rank(f.src, x, y), _swap_rank(f.dst, x, y), chunks, f.op))
+    return out
+
+
+def _degrees(flows):
+    count = {}
+    for f in flows:
+        count[(f.step, f.src, "out")] = count.get((f.step, f.src, "out"), 0) + 1
+        count[(f.step, f.dst, "in")] = count.get((f.step, f.dst, "in"), 0) + 1
+    return lambda t, r: max(count.get((t, r, "in"), 0), count.get((t, r, "out"), 0))
+
+
+def _brute_force(pattern):
+    """``{frozenset({x, y}): {frozenset(flows after the swap), ...}}`` over every candidate."""
+    before = _degrees(pattern.flows)
+    steps = range(1, max(f.step for f in pattern.flows) + 1)
+    original = frozenset(pattern.flows)
+    owned = {r: sorted(c.id for c in pattern.chunks if c.owner == r) for r in pattern.ranks}
+    blocks = _chunk_blocks(pattern)
+    found = {}
+    for i, x in enumerate(pattern.ranks):
+        for y in pattern.ranks[i + 1:]:
+            rewrites = []
+            if pattern.kind in ("allgather", "reduce_scatter"):
+                if len(owned[x]) == len(owned[y]):
+                    pairs = list(zip(owned[x], owned[y], strict=True))
+                    renamed = dict(pairs + [(b, a) for a, b in pairs])
+                    rewrites.append(_relabelled(original, x, y, renamed))
+            else:
+                rewrites.append(_relabelled(original, x, y))
+            for block in blocks:
+                # Only flows with x or y as an end change; the others stay as they are.
+                mine = [f for f in original if f.chunks[0] in block and {f.src, f.dst} & {x, y}]
+                for a in steps:
+                    for b in steps[a - 1:]:
+                        window = {f for f in mine if a <= f.step <= b}
+                        rewrites.append((original - window) | _relabelled(window, x, y))
+            seen = set()
+            for flows in rewrites:
+                key = frozenset(flows)
+                if key == original or key in seen:
+                    continue
+                seen.add(key)
+                after = _degrees(flows)
+                if any(after(t, r) > max(before(t, x), before(t, y))
+                       for t in steps for r in (x, y)):
+                    continue
+                swapped = Pattern(pattern.kind, pattern.ranks, pattern.chunks, flows,
+                                  root=pattern.root)
+                if first_violation(swapped) is None:
+                    found.setdefault(frozenset((x, y)), set()).add(key)
+    return found
+
+
+def _offered(pattern, space):
+    """The space's swaps in the same form, checking that each rank's list names it first and
+    that no two of its swaps give one pattern (the global swap of owned chunks excepted: its
+    renaming of the owners' chunks can be invisible, making it equal a finer swap)."""
+    got = {}
+    for r in pattern.ranks:
+        swaps = space.swaps_for(r)
+        assert all(s.x == r for s in swaps)
+        results = [frozenset(s.apply(pattern).flows) for s in swaps]
+        finer = [key for s, key in zip(swaps, results, strict=True)
+                 if pattern.kind not in ("allgather", "reduce_scatter") or s.kind != "global"]
+        assert len(set(finer)) == len(finer), f"rank {r}: two swaps give one pattern"
+        for s, key in zip(swaps, results, strict=True):
+            got.setdefault(frozenset((s.x, s.y)), set()).add(key)
+    return got
+
+
+_SMALL = [(name, n) for name in sorted(GENERATORS) for n in (4, 5, 8)]
+
+
+@pytest.mark.parametrize("name, n", _SMALL)
 def test_space_equals_brute_force(name, n):
     pattern = GENERATORS[name](n)
-    space, expected = _reference(pattern)
-    got = {s for r in pattern.ranks for s in space.swaps_for(r)}
-    assert got == expected
+    assert _offered(pattern, SwapSpace(pattern)) == _brute_force(pattern)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(GENERATORS))
+@pytest.mark.parametrize("n", [6, 7])
+def test_space_equals_brute_force_more_sizes(name, n):
+    pattern = GENERATORS[name](n)
+    assert _offered(pattern, SwapSpace(pattern)) == _brute_force(pattern)
+
+
+def test_brute_force_finds_position_swaps_over_windows_that_are_not_phases():
+    # Recursive-doubling AllGather (n = 4) has one operation (copy) at every step, so no phase
+    # boundary; the brute force still finds position swaps over part of the steps, and so
+    # must the space (Table 1 of the paper: RD benefits from position-equivalent swaps).
+    pattern = GENERATORS["allgather_recursive_doubling"](8)
+    found = _brute_force(pattern)
+    space = SwapSpace(pattern)
+    positions = [s for r in pattern.ranks for s in space.swaps_for(r, kind="position")]
+    assert positions
+    assert {frozenset(s.apply(pattern).flows) for s in positions} <= set().union(*found.values())
 
 
 @pytest.mark.parametrize("name", ["allreduce_ring", "allreduce_double_binary_tree"])
@@ -158,15 +239,17 @@ def test_symmetry_gives_the_same_space_as_direct_computation(name, monkeypatch):
 
 
 def test_replay_verdicts_agree_with_the_verifier_on_every_window():
-    # The incremental replay and the no-replay verdicts, on every pair and window, including
-    # those the degree rule prunes (the space never asks for them).
+    # The incremental replay and the no-replay verdicts and rejections, on every pair and
+    # window, including those the degree rule prunes (the space never asks for them).
     for pattern in (allreduce_double_binary_tree(7), GENERATORS["allreduce_halving_doubling"](8),
-                    allreduce_ring(5), GENERATORS["broadcast_binary_tree"](6)):
+                    allreduce_ring(5), GENERATORS["broadcast_binary_tree"](6),
+                    GENERATORS["allgather_recursive_doubling"](8),
+                    GENERATORS["reduce_scatter_ring"](5), GENERATORS["reduce_binary_tree"](6)):
         space = SwapSpace(pattern)
         for g, table in enumerate(space._tables):
             replay = space._replay(g)
-            windows = [table.span] + list(table.phases)
-            for t1, t2 in windows:
+            steps = [int(s) for s in table.steps]
+            for t1, t2 in [(a, b) for a in steps for b in steps if a <= b]:
                 for x in range(pattern.n):
                     fixed = space._meaning_fixed_vec(g, x)
                     proven, rejected = replay.verdicts(x, t1, t2, fixed)
@@ -179,6 +262,14 @@ def test_replay_verdicts_agree_with_the_verifier_on_every_window():
                         if proven[y]:
                             assert truth is None, swap
                         if rejected[y]:
+                            assert truth is not None, swap
+                        ys, firsts = np.asarray([y]), np.asarray([t1])
+                        if replay.unheld_at_start(x, ys, firsts)[0]:
+                            assert truth is not None, swap
+                        sure, bad = replay.linear_verdicts(x, ys, t1, t2)
+                        if sure[0]:
+                            assert truth is None, swap
+                        if bad[0]:
                             assert truth is not None, swap
 
 
@@ -260,3 +351,31 @@ def test_counts_and_describe(space16):
     text = space16.describe(3)
     assert "chunk-local swap 3<->2 in chunk graph 1" in text
     assert "rank 3" in text
+
+
+@pytest.mark.parametrize("name", sorted(GENERATORS))
+def test_shared_replays_and_one_graph_questions_change_no_answer(name):
+    # What the controller does (spaces of patterns a swap apart sharing replays; one chunk
+    # graph's swaps asked for) must give each rank the swaps a fresh space lists for it.
+    base = GENERATORS[name](8)
+    rng = random.Random(3)
+    first = rng.choice(list(SwapSpace(base)))
+    patterns = [base, first.apply(base)]
+    patterns.append(rng.choice(list(SwapSpace(patterns[1], check=False))).apply(patterns[1]))
+    shared = swapspace_module.ReplayCache(size=4)  # small: entries get dropped and rebuilt
+    for pattern in patterns:
+        alone = SwapSpace(pattern, check=False)
+        together = SwapSpace(pattern, check=False, replays=shared)
+        graphs = range(len(pattern.chunk_graphs()))
+        for rank in pattern.ranks:
+            whole = alone.swaps_for(rank)
+            for g in graphs:
+                assert together.swaps_for(rank, graph=g) == tuple(
+                    s for s in whole if s.graph is None or s.graph == g), (rank, g)
+            assert together.swaps_for(rank) == whole
+            assert SwapSpace(pattern, check=False, replays=shared).swaps_for(rank) == whole
+
+
+def test_replay_cache_size_is_checked():
+    with pytest.raises(PatternError, match="size must be a positive integer, got 0"):
+        swapspace_module.ReplayCache(size=0)

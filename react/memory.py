@@ -1,0 +1,157 @@
+"""How much memory a simulated scenario will hold, estimated before it starts.
+
+A run keeps every flow of every epoch: the job's :class:`~react.backends.base.FlowTiming` per
+flow and epoch (the controller and the reports read them) and the network's
+:class:`~flowsim.records.FlowRecord` per finished flow. That is ``flows per epoch x epochs``
+records per job, summed over jobs, and it is what grows with a what-if study: a ring AllReduce
+of 240 ranks has 114,720 flows per epoch, so 20 epochs of it are 2.3 million records. Estimating
+this before starting turns a machine that would swap for an hour into one clear line.
+
+The cost per record was measured with ``tracemalloc`` (peak of a run minus the peak of the same
+run with fewer epochs, divided by the extra flow-epochs): 270-390 bytes on CPython 3.11 (the
+test suite checks the bound); :data:`BYTES_PER_FLOW_EPOCH` rounds it up. Background traffic is
+not counted (long-lived flows leave one record each; a periodic source's count depends on how
+long the jobs take).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from react.errors import ReactError
+
+if TYPE_CHECKING:
+    from react.scenario import Scenario
+
+__all__ = ["BYTES_PER_FLOW_EPOCH", "MemoryEstimate", "MemoryLimitError", "check_memory",
+           "estimate_memory", "format_bytes", "parse_size"]
+
+BYTES_PER_FLOW_EPOCH = 512
+"""Bytes one flow of one epoch holds until the run ends (measured 270-390, rounded up)."""
+
+BASE_BYTES = 150 * 2**20
+"""The interpreter, numpy, the topology and the engine: held whatever the scenario."""
+
+WARN_FRACTION = 0.5
+"""Warn when the estimate exceeds this share of the memory available now."""
+
+REFUSE_FRACTION = 0.8
+"""Without an explicit cap, refuse to start above this share of the memory available now."""
+
+
+class MemoryLimitError(ReactError, MemoryError):
+    """A scenario would need more memory than allowed; the message gives the estimate."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEstimate:
+    """The estimate for one run: flow-epochs kept per job and the bytes they hold in all."""
+
+    jobs: tuple[tuple[str, int, int], ...]
+    """Per job: ``(name, flows per epoch, epochs)``."""
+    runs: int
+    """How many runs of the scenario stay in memory together (2 with ``--compare``)."""
+
+    @property
+    def flow_epochs(self) -> int:
+        return self.runs * sum(flows * epochs for _name, flows, epochs in self.jobs)
+
+    @property
+    def bytes(self) -> int:
+        return BASE_BYTES + self.flow_epochs * BYTES_PER_FLOW_EPOCH
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{name}: {flows:,} flows x {epochs:,} epochs"
+                          for name, flows, epochs in self.jobs)
+        runs = f" x {self.runs} runs" if self.runs > 1 else ""
+        return (f"about {format_bytes(self.bytes)} ({self.flow_epochs:,} flow records{runs}; "
+                f"{parts})")
+
+
+def estimate_memory(scenario: Scenario, *, runs: int = 1) -> MemoryEstimate:
+    """The memory ``scenario`` will hold at its end (``runs`` runs kept together)."""
+    from react.patterns import GENERATORS
+
+    jobs = tuple((j.name, len(GENERATORS[j.collective](j.ranks).flows), j.epochs)
+                 for j in scenario.jobs)
+    return MemoryEstimate(jobs, runs)
+
+
+def available_bytes() -> int | None:
+    """Memory available to new allocations now (``MemAvailable``), or None where unknown."""
+    try:
+        text = Path("/proc/meminfo").read_text(encoding="ascii")
+    except OSError:
+        return None
+    match = re.search(r"^MemAvailable:\s+(\d+)\s+kB", text, re.MULTILINE)
+    return int(match.group(1)) * 1024 if match else None
+
+
+def check_memory(scenario: Scenario, max_bytes: int | None = None, *, runs: int = 1,
+                 available: int | None | bool = True) -> MemoryEstimate:
+    """Estimate, then refuse (:class:`MemoryLimitError`) or warn before a too-large run.
+
+    Parameters
+    ----------
+    scenario : Scenario
+    max_bytes : int, optional
+        The user's cap: refuse above it. Without one, refuse above 80% of the memory available
+        now and warn above 50%.
+    runs : int
+        Runs held together (2 for a comparison with and without REACT).
+    available : int, None or True
+        Memory available, in bytes (True: read it from the system; None: unknown, no check).
+    """
+    est = estimate_memory(scenario, runs=runs)
+    hint = ("run fewer epochs (--epochs), fewer or smaller jobs, or raise the cap with "
+            "--max-memory")
+    if max_bytes is not None:
+        if est.bytes > max_bytes:
+            raise MemoryLimitError(
+                f"{scenario.source}: the run would hold {est.describe()}, more than "
+                f"--max-memory {format_bytes(max_bytes)}; {hint}")
+        return est
+    avail = available_bytes() if available is True else available
+    if avail is None or avail is False:
+        return est
+    if est.bytes > REFUSE_FRACTION * avail:
+        raise MemoryLimitError(
+            f"{scenario.source}: the run would hold {est.describe()}, more than "
+            f"{REFUSE_FRACTION:.0%} of the {format_bytes(avail)} available now; {hint} "
+            f"(--max-memory SIZE sets the cap explicitly)")
+    if est.bytes > WARN_FRACTION * avail:
+        warnings.warn(f"{scenario.source}: the run will hold {est.describe()}, more than half "
+                      f"of the {format_bytes(avail)} available now", ResourceWarning,
+                      stacklevel=2)
+    return est
+
+
+_UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "KIB": 2**10, "M": 2**20, "MB": 2**20,
+          "MIB": 2**20, "G": 2**30, "GB": 2**30, "GIB": 2**30, "T": 2**40, "TB": 2**40,
+          "TIB": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """``"2G"``, ``"512MB"``, ``"1.5GiB"`` or a number of bytes -> bytes (binary units)."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    unit = match.group(2).upper() if match else ""
+    if match is None or unit not in _UNITS:
+        raise ReactError(f"memory size {text!r}: expected a number with an optional unit K, M, "
+                         f"G or T (binary), e.g. 2G or 512M")
+    value = float(match.group(1)) * _UNITS[unit]
+    if not (math.isfinite(value) and value > 0):
+        raise ReactError(f"memory size {text!r}: expected a positive size")
+    return int(value)
+
+
+def format_bytes(n: float) -> str:
+    """A byte count for people: ``1.5 GiB``, ``320 MiB``."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"

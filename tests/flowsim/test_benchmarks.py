@@ -1,0 +1,66 @@
+"""The concurrency and what-if benchmarks run, and the shipped what-if scenarios are theirs."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_workload_follows_the_reference_recipe():
+    bench = _load("bench_concurrency")
+    data = bench.generate(7, flows=30)
+    # Flow j of wave w waits for flow j of wave w - 1: with 7 at once, flow 10 waits for 3.
+    assert [f[3] for f in data["flows"][:8]] == [-1] * 7 + [0]
+    assert data["flows"][10][3] == 3
+    for (src, dst, size, _dep), route in zip(data["flows"], data["routes"], strict=True):
+        assert 1_000_000 <= size <= 100_000_000 and src != dst
+        # up from src, (leaf -> spine -> leaf when the leaves differ), down to dst
+        assert route[0] == src and route[-1] == 128 + dst
+        assert len(route) == (2 if src // 16 == dst // 16 else 4)
+
+
+def test_bench_concurrency_quick_run_prints_ratios(capsys):
+    bench = _load("bench_concurrency")
+    assert bench.main(["--sizes", "5", "--repeat", "1", "--flows", "200", "--check"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.strip().startswith("5 "))
+    # the ratio column and the error against the naive baseline (exact: round-off only)
+    assert row.split()[5].endswith("x")
+    assert float(row.split()[-1]) < 1e-9
+
+
+def test_shipped_whatif_scenarios_are_the_generator_output():
+    bench = _load("bench_whatif")
+    for name, text in bench.scenario_texts().items():
+        path = ROOT / "experiments" / "scenarios" / f"{name}.toml"
+        header = bench.HEADER.format(path=path.relative_to(ROOT))
+        assert path.read_text(encoding="utf-8") == header + text, name
+
+
+def test_whatif_scenarios_load_with_the_stated_setting():
+    from react.scenario import load_scenario
+
+    s = load_scenario(ROOT / "experiments" / "scenarios" / "whatif_alibaba_64.toml")
+    assert [(j.collective, j.ranks, j.epochs, j.react) for j in s.jobs] == [
+        ("allreduce_double_binary_tree", 64, 20, True), ("allreduce_ring", 64, 20, True),
+        ("allgather_recursive_doubling", 64, 20, True)]
+    assert len(s.topology.hosts) == 720 and len(s.background) == 200
+    assert len({h for j in s.jobs for h in j.hosts}) == 3 * 64  # random, disjoint placement
+    big = load_scenario(ROOT / "experiments" / "scenarios" / "whatif_fat_tree_512.toml")
+    assert len(big.topology.hosts) == 1024 and big.jobs[0].ranks == 512
+    assert len(big.background) == 500 and len(big.failures) == 2
+
+
+@pytest.mark.parametrize("bad", [["--epochs", "0"], ["no_such_scenario"]])
+def test_bench_whatif_rejects_bad_arguments(bad):
+    with pytest.raises(SystemExit):
+        _load("bench_whatif").main(bad)
