@@ -12,12 +12,13 @@ batch runs its swap), one scenario seed per point instead of 10 (``--seeds`` for
 is the ratio of the mean collective times over the second batch, without / with REACT, minus
 one (the algorithm bandwidth improvement of the papers' figures).
 
-    python experiments/crossval_figs.py --figure 12   # sim, tcp, ns3 (about 30 min here)
-    python experiments/crossval_figs.py --figure 5
-    python experiments/crossval_figs.py --quick       # seconds: Fig. 12 x=1, p=2, sim and tcp
+    python3 -m experiments.crossval_figs --figure 12   # sim, tcp, ns3 (about 15 min here)
+    python3 -m experiments.crossval_figs --figure 5    # (about 15 min here)
+    python3 -m experiments.crossval_figs --quick       # seconds: Fig. 12 x=1, p=2, sim and tcp
 
-Writes ``crossval_fig12.csv`` or ``crossval_fig5.csv`` into ``--out`` (default docs/results;
-with --quick a temporary folder).
+Writes ``crossval_fig12.csv`` or ``crossval_fig5.csv`` into ``--out`` (default results/; the
+committed files with ``--out docs/results``; with --quick a temporary folder). Options other
+than the defaults go into the file name (``react.outdir.variant_name``).
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fig5  # noqa: E402
 from fig12 import scenario as fig12_scenario  # noqa: E402
 
-from react.outdir import experiment_dirs  # noqa: E402
+from react.outdir import experiment_dirs, variant_name  # noqa: E402
 
 BATCH = 6
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
 def run_point(doc: dict[str, Any], backend: str) -> dict[str, Any]:
@@ -108,8 +110,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         todo = [(params, doc) for params, doc in points(12, 1, args.message_bytes)
                 if params["x"] == 1 and params["p"] == 2]
         backends = ["maxmin", "tcp"]
-    out_dir, _ = experiment_dirs(f"crossval_fig{args.figure}", quick=args.quick, out=args.out,
-                                 default_out=Path("docs/results"))
+    stem = f"crossval_fig{args.figure}"
+    if not args.quick:  # other options than the defaults: a file of their own
+        stem = variant_name(stem, {"s": args.seeds, "m": args.message_bytes,
+                                   "b": args.backends},
+                            {"s": 1, "m": 2e6, "b": "maxmin,tcp,ns3"})
+    out_dir, _ = experiment_dirs(stem, quick=args.quick, out=args.out, default_out=RESULTS)
     rows = []
     with ExitStack() as stack:
         if "ns3" in backends:
@@ -124,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{row['off_us']:>9,.1f} µs  on {row['on_us']:>9,.1f} µs  gain "
                       f"{row['gain']:+.1%}  ({row['decision'] or 'no decision'}; "
                       f"{row['wall_s']} s)", flush=True)
-    path = out_dir / f"crossval_fig{args.figure}.csv"
+    path = out_dir / f"{stem}.csv"
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()

@@ -2,8 +2,9 @@
 
 Two steps, so that the fit can be checked without ns-3:
 
-``--measure`` (needs the optional ns-3 package; about 10 minutes on two idle cores) runs the
-reference cases on the ns-3 backend and writes ``docs/results/ns3_reference.csv``: per case the
+``--measure OUT.csv`` (needs the optional ns-3 package; about 10 minutes on two idle cores) runs
+the reference cases on the ns-3 backend and writes them to OUT.csv (the committed file is
+``docs/results/ns3_reference.csv``; a script writes into docs/ only when asked): per case the
 collective time (or, for the single-flow cases, the flow completion time) and the wall time of
 the ns-3 epoch, beside the flowsim wall time of the same epoch in both sharing modes, measured in
 the same run.
@@ -25,8 +26,8 @@ It prints the fitted values beside :data:`flowsim.tcp.FITTED` (which must be the
 a table of every case on ns-3, exact max-min and the TCP-aware mode with the relative errors
 and how much faster each flowsim mode was than ns-3; ``--out`` also writes that table as CSV.
 
-    python experiments/fit_tcp.py --measure     # ns-3 runs -> docs/results/ns3_reference.csv
-    python experiments/fit_tcp.py               # the fit and the table, from that file
+    python3 -m experiments.fit_tcp --measure results/ns3_reference.csv   # ns-3 runs, then the fit
+    python3 -m experiments.fit_tcp              # the fit and the table, from the committed file
 """
 
 from __future__ import annotations
@@ -228,14 +229,16 @@ def table(reference: dict[str, dict[str, str]], model: Any) -> list[dict[str, An
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--measure", action="store_true",
-                        help="run the ns-3 cases first and rewrite the reference CSV (needs ns3)")
+    parser.add_argument("--measure", metavar="OUT.csv",
+                        help="run the ns-3 cases first, write them to OUT.csv and fit from it "
+                             "(needs ns3)")
     parser.add_argument("--reference", metavar="CSV", default=str(REFERENCE_CSV),
-                        help=f"the ns-3 measurements (default {REFERENCE_CSV})")
+                        help=f"the ns-3 measurements to fit (default {REFERENCE_CSV})")
     parser.add_argument("--out", metavar="CSV", help="also write the comparison table as CSV")
     args = parser.parse_args(argv)
     path = Path(args.reference)
     if args.measure:
+        path = Path(args.measure)
         measure(path)
     from flowsim.tcp import FITTED
 

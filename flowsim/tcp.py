@@ -23,11 +23,12 @@ from it in three ways that matter for collectives, none of them losses (there ar
 :class:`TcpNetwork` applies the three to every flow and changes nothing else: it is a
 :class:`~flowsim.network.Network` whose :meth:`TcpNetwork.start_flow` turns a request into a
 (bigger, delayed, weighted) max-min flow. The parameters' defaults (:data:`FITTED`) were fitted
-once against ns-3 by ``python experiments/fit_tcp.py`` (which reproduces them from the committed
+once against ns-3 by ``python3 -m experiments.fit_tcp`` (which reproduces them from the committed
 ns-3 measurements, ``docs/results/ns3_reference.csv``) and are documented with their fit in
 ``docs/results/crossval.md``.
 
-Per-flow rate caps (a window-limited flow) are not modelled: no reference case showed one.
+Per-flow rate caps are not modelled (the solver is left as it is): the reference's pair cases,
+where one flow each way reaches only 65-75% of a link in ns-3, show what they would add.
 """
 
 from __future__ import annotations
