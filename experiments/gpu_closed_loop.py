@@ -20,7 +20,7 @@ times (``fig11_gpu.png``, like the paper's Fig. 11).
 
 Run (no torchrun: it starts the ranks itself, one per GPU)::
 
-    python3 experiments/gpu_closed_loop.py --out DIR            # ~2 min on 2 GPUs (600 epochs a run)
+    python3 experiments/gpu_closed_loop.py --out DIR   # ~2 min on 2 GPUs (600 epochs a run)
     python3 experiments/gpu_closed_loop.py --quick --out DIR    # smoke: 60 epochs, p = 0, 2
 
 Writes ``gpu_closed_loop.json`` (everything), ``gpu_closed_loop.md`` (the table),
