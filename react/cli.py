@@ -5,7 +5,8 @@ scenario file (:mod:`react.scenario`) with a progress bar and prints per-job tab
 controller's decisions; ``react patterns`` lists, shows, verifies and draws pattern generators.
 ``react sweep SPEC`` and ``react report`` (grids of scenarios, the results store) are defined in
 :mod:`react.sweep`, ``react plot`` (figures from the store) in :mod:`react.plots`, ``react regress``
-(suites, golden decision traces, controllers side by side) in :mod:`react.regress.cli`.
+(suites, golden decision traces, controllers side by side) in :mod:`react.regress.cli`,
+``react crossval`` (one scenario on several backends, compared) in :mod:`react.crossval`.
 This module (with :mod:`react.report` for the tables) is the only place that prints.
 
 Bad input (a missing or invalid scenario, a bad number) prints one line ``react: error: ...`` on
@@ -78,9 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run without and with REACT (same seeds) and show both side by side")
     run.add_argument("--epochs", type=positive_int, metavar="N",
                      help="run every job N epochs instead of the file's value")
-    run.add_argument("--backend", metavar="NAME", choices=("sim", "emu"),
-                     help="run on this backend instead of the file's: sim (flowsim) or emu "
-                          "(rank processes over network namespaces; needs root)")
+    run.add_argument("--backend", metavar="NAME", choices=("sim", "emu", "ns3"),
+                     help="run on this backend instead of the file's: sim (flowsim), emu "
+                          "(rank processes over network namespaces; needs root) or ns3 "
+                          "(packet level; extra [ns3])")
     run.add_argument("--warmup", type=non_negative_int, default=report.DEFAULT_WARMUP, metavar="N",
                      help=f"epochs left out of the statistics (default {report.DEFAULT_WARMUP}; "
                           "all epochs count when a job runs no more than N)")
@@ -179,6 +181,10 @@ def build_parser() -> argparse.ArgumentParser:
     from react.regress.cli import add_parser as add_regress_parser
 
     add_regress_parser(sub, [common])
+    # `react crossval`: one scenario on several backends, side by side (react.crossval)
+    from react.crossval import add_parser as add_crossval_parser
+
+    add_crossval_parser(sub, [common])
     return parser
 
 

@@ -17,7 +17,11 @@ The file (every key is listed; anything else is an error)::
     seed = 0                         # ECMP hash seed of the network; default seed of each job
     backend = "sim"                  # "sim" (flowsim) | "emu" (real ranks, emulated network)
                                      # | "gpu" (this host's GPUs: host h{i} is GPU i, NCCL)
+                                     # | "ns3" (packet level; extra [ns3]; the [ns3] table:
+                                     # react.backends.ns3.spec)
     connections = 4                  # ECMP connections per rank pair (default for every job)
+    sharing = "maxmin"               # the simulator's rates: exact max-min, or "tcp" (headers,
+                                     # start-up, DCTCP's latecomer penalty; flowsim.tcp)
 
     [emu]                            # optional; used when the backend is "emu"
     link_rate_bps = 200e6            # the fastest link's emulated rate; others scale with it
@@ -103,6 +107,7 @@ from flowsim.errors import FlowsimError
 from flowsim.topologies import alibaba_fabric, fat_tree, leaf_spine, star
 from flowsim.topology import Topology
 from react.backends.base import JobRun
+from react.backends.ns3.spec import Ns3Spec, parse_ns3_table
 from react.controller import ControllerConfig
 from react.errors import ReactError
 from react.execution import DEFAULT_EXECUTION, EXECUTION_RULES
@@ -142,11 +147,15 @@ BACKENDS: dict[str, str] = {
     "sim": "react.backends.sim",
     "emu": "react.backends.emu.world",
     "gpu": "react.backends.gpu.scenario",
+    "ns3": "react.backends.ns3.world",
 }
 """Backends a scenario may name, and the module whose ``scenario_jobs`` builds a scenario's jobs
-on it (imported only when used). ns-3 will join."""
+on it (imported only when used)."""
 
 EMU_TRANSPORTS: tuple[str, ...] = ("socket", "torch")
+
+SHARING: tuple[str, ...] = ("maxmin", "tcp")
+"""How the simulator shares links: exact max-min, or the TCP-aware mode (flowsim.tcp)."""
 
 PLACEMENTS: tuple[str, ...] = ("first", "spread", "random")
 """Placement rules; an explicit list of host names is the alternative."""
@@ -265,6 +274,8 @@ class Scenario:
     emu: EmuSpec = EmuSpec()
     sim: SimSpec = SimSpec()
     gpu: GpuSpec = GpuSpec()
+    ns3: Ns3Spec = Ns3Spec()
+    sharing: str = "maxmin"
 
     def job(self, name: str) -> JobSpec:
         for job in self.jobs:
@@ -295,6 +306,13 @@ class Scenario:
         except ControllerLoadError as exc:
             raise ScenarioError(str(exc)) from None
         return replace(self, jobs=tuple(replace(j, controller_factory=ref) for j in self.jobs))
+
+    def with_sharing(self, sharing: str) -> Scenario:
+        """The same scenario with the simulator sharing links ``sharing`` ("maxmin" | "tcp")."""
+        if sharing not in SHARING:
+            raise ScenarioError(
+                f"sharing {sharing!r} does not exist; expected one of {', '.join(SHARING)}")
+        return replace(self, sharing=sharing)
 
     def with_backend(self, backend: str) -> Scenario:
         """The same scenario on another backend (the CLI's --backend)."""
@@ -443,6 +461,7 @@ def parse_scenario(
     if backend not in BACKENDS:
         raise top.fail("backend", backend, f"one of the backends that exist: {', '.join(BACKENDS)}")
     connections = top.integer("connections", 4, minimum=1)
+    sharing = top.string("sharing", "maxmin", choices=SHARING)
     topology = _topology(_Table(top.raw("topology", required=True), "topology", source),
                          Path(base_dir))
     raw_jobs = top.raw("jobs", required=True)
@@ -467,10 +486,11 @@ def parse_scenario(
     emu = _emu(_Table(top.raw("emu", {}), "emu", source))
     sim = _sim(_Table(top.raw("sim", {}), "sim", source))
     gpu = _gpu(_Table(top.raw("gpu", {}), "gpu", source))
-    top.done(("name", "description", "seed", "backend", "connections", "topology", "jobs",
-              "background", "failures", "emu", "sim", "gpu"))
+    ns3 = parse_ns3_table(_Table(top.raw("ns3", {}), "ns3", source))
+    top.done(("name", "description", "seed", "backend", "connections", "sharing", "topology",
+              "jobs", "background", "failures", "emu", "sim", "gpu", "ns3"))
     return Scenario(name, description, seed, backend, topology, tuple(jobs), background,
-                    failures, source, emu, sim, gpu)
+                    failures, source, emu, sim, gpu, ns3, sharing)
 
 
 def _sim(t: _Table) -> SimSpec:

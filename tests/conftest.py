@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 
@@ -22,8 +23,17 @@ def _emu_missing() -> str | None:
     return None
 
 
+def _ns3_missing() -> str | None:
+    if importlib.util.find_spec("ns3") is None:
+        return "needs the optional ns-3 package: pip install 'react-collectives[ns3]'"
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     emu_reason = _emu_missing()
+    ns3_reason = _ns3_missing()
     for item in items:
         if emu_reason and item.get_closest_marker("emu"):
             item.add_marker(pytest.mark.skip(reason=emu_reason))
+        if ns3_reason and item.get_closest_marker("ns3"):
+            item.add_marker(pytest.mark.skip(reason=ns3_reason))

@@ -341,7 +341,12 @@ def build_network(scenario: Scenario) -> Network:
     """A fresh network carrying the scenario's link failures and background traffic."""
     from flowsim.traffic import long_lived, periodic_bulk, poisson_on_off
 
-    net = Network(scenario.topology, seed=scenario.seed)
+    if getattr(scenario, "sharing", "maxmin") == "tcp":
+        from flowsim.tcp import TcpNetwork
+
+        net: Network = TcpNetwork(scenario.topology, seed=scenario.seed)
+    else:
+        net = Network(scenario.topology, seed=scenario.seed)
     for failure in scenario.failures:
         link = scenario.topology.link(failure.src, failure.dst)
         net.schedule_link_capacity(failure.at_s, link.id, failure.capacity_bps)

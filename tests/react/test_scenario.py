@@ -85,7 +85,7 @@ def test_base_scenario_parses_and_resolves_placement_and_endpoints():
         ({"jobs__0__react": "yes"}, ["jobs[0].react", "'yes'"]),
         ({"jobs__0__name": ...}, ["jobs[0].name", "missing"]),
         ({"sede": 3}, ["unknown key", "'sede'", "seed"]),
-        ({"backend": "ns3"}, ["backend", "'ns3'", ", ".join(BACKENDS)]),
+        ({"backend": "htsim"}, ["backend", "'htsim'", ", ".join(BACKENDS)]),
         ({"background__0__dst": "h99"}, ["background[0].dst", "'h99'"]),
         ({"background__0__dst": "tree:4"}, ["background[0].dst", "'tree:4'", "0..3"]),
         ({"background__0__kind": "bursty"}, ["background[0].kind", "'bursty'", "long_lived"]),

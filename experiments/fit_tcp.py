@@ -1,0 +1,268 @@
+"""Fit the TCP-aware sharing mode (flowsim.tcp) to ns-3, and compare both modes with it.
+
+Two steps, so that the fit can be checked without ns-3:
+
+``--measure OUT.csv`` (needs the optional ns-3 package; about 10 minutes on two idle cores) runs
+the reference cases on the ns-3 backend and writes them to OUT.csv (the committed file is
+``docs/results/ns3_reference.csv``; a script writes into docs/ only when asked): per case the
+collective time (or, for the single-flow cases, the flow completion time) and the wall time of
+the ns-3 epoch, beside the flowsim wall time of the same epoch in both sharing modes, measured in
+the same run.
+
+The fit (always) reads that file and fits :class:`flowsim.tcp.TcpModel`:
+
+- ``goodput`` is not fitted but derived: 1448 payload bytes per 1502 on the wire (TCP with
+  timestamps, IPv4, PPP);
+- ``startup_s`` (whole microseconds, 0-100) minimises the error on the tree without long-lived
+  flows (star-tree-p0), where the extra weight plays no part;
+- ``long_lived_extra`` (steps of 0.1, 0-4) minimises the largest relative error on the star
+  trees with p = 1, 2, 4 long-lived flows into rank 3.
+
+The other cases are validation only: the one-source variant of p = 2, a leaf-spine with ECMP,
+and a pair of ranks exchanging 1 MB and 16 MB both ways at once (where ns-3's single flows
+reach only about 65-75% of the link: the mode has no per-flow rate cap to model that).
+
+It prints the fitted values beside :data:`flowsim.tcp.FITTED` (which must be these values) and
+a table of every case on ns-3, exact max-min and the TCP-aware mode with the relative errors
+and how much faster each flowsim mode was than ns-3; ``--out`` also writes that table as CSV.
+
+    python3 -m experiments.fit_tcp --measure results/ns3_reference.csv   # ns-3 runs, then the fit
+    python3 -m experiments.fit_tcp              # the fit and the table, from the committed file
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REFERENCE_CSV = Path(__file__).resolve().parents[1] / "docs" / "results" / "ns3_reference.csv"
+LINK_BPS = 100e9
+LATENCY_S = 2e-6
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One reference case: a scenario document and what its number means."""
+
+    name: str
+    kind: str  # "single": FCT of the epoch's first flow; "collective": the collective time
+    doc: dict[str, Any]
+    size_bytes: float = 0.0  # single-flow cases: bytes of that flow
+
+
+def _star_tree(p: int, *, sources: int | None = None) -> dict[str, Any]:
+    """8-rank dual tree, 20 MB, 100G star with 2 µs links, p long-lived flows into rank 3 from
+    ``sources`` other hosts (p by default: one flow each)."""
+    sources = p if sources is None else sources
+    per = [p // sources + (k < p % sources) for k in range(sources)] if sources else []
+    return {
+        "seed": 0, "connections": 1,
+        "topology": {"name": "star", "n": 8 + max(sources, 1), "latency_s": LATENCY_S},
+        "jobs": [{"name": "tree", "collective": "allreduce_double_binary_tree", "ranks": 8,
+                  "message_bytes": 20e6, "epochs": 1}],
+        "background": [{"kind": "long_lived", "src": f"h{8 + k}", "dst": "tree:3", "p": n}
+                       for k, n in enumerate(per)],
+    }
+
+
+def _single(size_bytes: float) -> dict[str, Any]:
+    """A 2-rank ring AllReduce: each step one flow each way (independent: full duplex)."""
+    return {
+        "seed": 0, "connections": 1,
+        "topology": {"name": "star", "n": 2, "latency_s": LATENCY_S},
+        "jobs": [{"name": "pair", "collective": "allreduce_ring", "ranks": 2,
+                  "message_bytes": 2 * size_bytes, "epochs": 1}],
+    }
+
+
+def _leaf_spine() -> dict[str, Any]:
+    """16-rank dual tree, 4 MB, leaf-spine (4 leaves x 2 spines, 5 hosts each, 100G, 1 µs),
+    four ECMP connections per pair, two long-lived flows from leaf 3 into rank 3 (leaf 0)."""
+    return {
+        "seed": 1, "connections": 4,
+        "topology": {"name": "leaf_spine", "leaves": 4, "spines": 2, "hosts_per_leaf": 5},
+        "jobs": [{"name": "tree", "collective": "allreduce_double_binary_tree", "ranks": 16,
+                  "message_bytes": 4e6, "epochs": 1}],
+        "background": [{"kind": "long_lived", "src": f"h{h}", "dst": "tree:3"}
+                       for h in (18, 19)],
+    }
+
+
+CASES: tuple[Case, ...] = (
+    Case("pair-1MB", "single", _single(1e6), 1e6),
+    Case("pair-16MB", "single", _single(16e6), 16e6),
+    *(Case(f"star-tree-p{p}", "collective", _star_tree(p)) for p in (0, 1, 2, 4)),
+    Case("star-tree-p2-one-source", "collective", _star_tree(2, sources=1)),
+    Case("leaf-spine-tree-p2", "collective", _leaf_spine()),
+)
+FIT_STARTUP = ("star-tree-p0",)
+FIT_EXTRA = ("star-tree-p1", "star-tree-p2", "star-tree-p4")
+SEGMENT_BYTES = 1448
+"""TCP payload per packet (react.backends.ns3.spec's default)."""
+HEADER_BYTES = 54
+"""Bytes per packet beyond the payload on an ns-3 point-to-point link: TCP 20 + timestamps 12,
+IPv4 20, PPP 2."""
+
+
+# -- running one case ------------------------------------------------------------------------------
+def _value(case: Case, runs: dict[str, Any]) -> float:
+    (run,) = runs.values()
+    result = run.results[0]
+    if case.kind == "single":
+        return result.flows[0].fct_s
+    return result.collective_time_s
+
+
+def run_sim(case: Case, sharing: str, model: Any = None) -> tuple[float, float]:
+    """``(value in seconds, wall seconds)`` of ``case`` on flowsim in ``sharing`` mode."""
+    from flowsim import tcp
+    from react.scenario import parse_scenario, run_scenario
+
+    scenario = parse_scenario(case.doc, source=case.name).with_sharing(sharing)
+    defaults = tcp.TcpNetwork.__init__.__kwdefaults__
+    saved = defaults["model"]
+    if model is not None:
+        defaults["model"] = model
+    try:
+        start = time.perf_counter()
+        runs = run_scenario(scenario)
+        wall = time.perf_counter() - start
+    finally:
+        defaults["model"] = saved
+    return _value(case, runs), wall
+
+
+def run_ns3(case: Case) -> tuple[float, float]:
+    """``(value in seconds, wall seconds of the simulated epoch)`` of ``case`` on ns-3."""
+    from react.jobs import run_jobs
+    from react.scenario import open_jobs, parse_scenario
+
+    scenario = parse_scenario(case.doc, source=case.name).with_backend("ns3")
+    with open_jobs(scenario) as jobs:
+        runs = run_jobs(jobs)
+        wall = sum(b["wall_s"] for b in jobs[0].backend.batches)
+    return _value(case, runs), wall
+
+
+def measure(path: Path) -> None:
+    """Run every case on ns-3 and on flowsim (both modes); write the reference CSV."""
+    from react.backends.ns3 import shared_child
+
+    rows = []
+    with shared_child():
+        for case in CASES:
+            ns3_s, ns3_wall = run_ns3(case)
+            # flowsim walls: best of 5, each mode, in the same process and moment
+            walls = {mode: min(run_sim(case, mode)[1] for _ in range(5))
+                     for mode in ("maxmin", "tcp")}
+            rows.append({"case": case.name, "kind": case.kind, "size_bytes": case.size_bytes,
+                         "ns3_us": round(ns3_s * 1e6, 3), "ns3_wall_s": round(ns3_wall, 3),
+                         "maxmin_wall_s": f"{walls['maxmin']:.6f}",
+                         "tcp_wall_s": f"{walls['tcp']:.6f}"})
+            print(f"{case.name:<26} ns-3 {ns3_s * 1e6:>10,.1f} µs  wall {ns3_wall:7.1f} s  "
+                  f"(flowsim {walls['maxmin'] * 1e3:.1f} / {walls['tcp'] * 1e3:.1f} ms)",
+                  flush=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path}")
+
+
+def read_reference(path: Path) -> dict[str, dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return {row["case"]: row for row in csv.DictReader(fh)}
+
+
+# -- the fit ---------------------------------------------------------------------------------------
+def fit(reference: dict[str, dict[str, str]]) -> Any:
+    """The :class:`flowsim.tcp.TcpModel` fitted to ``reference`` (module docstring), rounded."""
+    from flowsim.tcp import TcpModel
+
+    goodput = SEGMENT_BYTES / (SEGMENT_BYTES + HEADER_BYTES)
+
+    def worst(model: Any, names: Sequence[str]) -> float:
+        cases = [c for c in CASES if c.name in names and c.name in reference]
+        if not cases:
+            raise SystemExit(f"fit_tcp: the reference has none of the cases {', '.join(names)}")
+        return max(abs(run_sim(c, "tcp", model)[0] * 1e6 / float(reference[c.name]["ns3_us"])
+                       - 1) for c in cases)
+
+    # start-up: the congestion-free tree (no long-lived flows, so the extra weight is moot)
+    startup_us = min(range(0, 101), key=lambda us: (
+        worst(TcpModel(goodput=goodput, startup_s=us / 1e6), FIT_STARTUP), us))
+    extras = np.round(np.arange(0.0, 4.01, 0.1), 1)
+    extra = min(extras, key=lambda x: (worst(TcpModel(goodput=goodput,
+                                                      startup_s=startup_us / 1e6,
+                                                      long_lived_extra=float(x)), FIT_EXTRA), x))
+    return TcpModel(goodput=goodput, startup_s=startup_us / 1e6, long_lived_extra=float(extra))
+
+
+def table(reference: dict[str, dict[str, str]], model: Any) -> list[dict[str, Any]]:
+    """Every case on ns-3, exact max-min and the TCP-aware mode, with relative errors."""
+    rows = []
+    for case in CASES:
+        if case.name not in reference:
+            continue
+        ns3_us = float(reference[case.name]["ns3_us"])
+        maxmin_us = run_sim(case, "maxmin")[0] * 1e6
+        tcp_us = run_sim(case, "tcp", model)[0] * 1e6
+        ref = reference[case.name]
+        speed = {mode: float(ref["ns3_wall_s"]) / float(ref[f"{mode}_wall_s"])
+                 for mode in ("maxmin", "tcp")}
+        rows.append({"case": case.name, "ns3_us": ns3_us, "maxmin_us": round(maxmin_us, 1),
+                     "maxmin_err": round(maxmin_us / ns3_us - 1, 4), "tcp_us": round(tcp_us, 1),
+                     "tcp_err": round(tcp_us / ns3_us - 1, 4),
+                     "ns3_wall_s": float(ref["ns3_wall_s"]),
+                     "speedup_maxmin": round(speed["maxmin"]), "speedup_tcp": round(speed["tcp"])})
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--measure", metavar="OUT.csv",
+                        help="run the ns-3 cases first, write them to OUT.csv and fit from it "
+                             "(needs ns3)")
+    parser.add_argument("--reference", metavar="CSV", default=str(REFERENCE_CSV),
+                        help=f"the ns-3 measurements to fit (default {REFERENCE_CSV})")
+    parser.add_argument("--out", metavar="CSV", help="also write the comparison table as CSV")
+    args = parser.parse_args(argv)
+    path = Path(args.reference)
+    if args.measure:
+        path = Path(args.measure)
+        measure(path)
+    from flowsim.tcp import FITTED
+
+    reference = read_reference(path)
+    model = fit(reference)
+    print(f"fitted: goodput {model.goodput:.3f}, startup {model.startup_s * 1e6:.0f} µs, "
+          f"long-lived extra {model.long_lived_extra:.1f}")
+    print(f"FITTED: goodput {FITTED.goodput:.3f}, startup {FITTED.startup_s * 1e6:.0f} µs, "
+          f"long-lived extra {FITTED.long_lived_extra:.1f}")
+    rows = table(reference, model)
+    print(f"{'case':<26} {'ns-3 µs':>10} {'max-min':>10} {'err':>7} {'tcp mode':>10} "
+          f"{'err':>7} {'ns-3 wall s':>11} {'x faster':>16}")
+    for r in rows:
+        print(f"{r['case']:<26} {r['ns3_us']:>10,.1f} {r['maxmin_us']:>10,.1f} "
+              f"{r['maxmin_err']:>+7.1%} {r['tcp_us']:>10,.1f} {r['tcp_err']:>+7.1%} "
+              f"{r['ns3_wall_s']:>11.1f} {r['speedup_maxmin']:>7,} / {r['speedup_tcp']:>6,}")
+    if args.out:
+        with open(args.out, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The TCP-aware sharing mode: each correction checked on a case small enough to do by hand.
+
+Star of 100 Gb/s links, 1 µs each: a flow crosses two links, so 2 µs of latency.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from flowsim.errors import FlowError
+from flowsim.network import Network
+from flowsim.tcp import MAXMIN, TcpModel, TcpNetwork
+from flowsim.topologies import star
+
+
+def _fct(net, src, dst, size):
+    rec = []
+    net.env.process(_one(net, src, dst, size, rec))
+    net.env.run()
+    return rec[0]
+
+
+def _one(net, src, dst, size, out):
+    out.append((yield net.start_flow(src, dst, size)))
+
+
+def test_goodput_and_startup_of_a_lone_flow():
+    # 1 MB at half goodput: 2 MB on the wire = 160 µs at 100 Gb/s; plus 10 µs of start-up and
+    # 2 µs of latency: the flow ends at 172 µs; its record says 1 MB, asked for at 0.
+    net = TcpNetwork(star(3), model=TcpModel(goodput=0.5, startup_s=10e-6))
+    rec = _fct(net, "h0", "h1", 1e6)
+    assert rec.end_s == pytest.approx(172e-6, rel=1e-12)
+    assert rec.start_s == 0 and rec.size_bytes == 1e6 and rec.sent_bytes == 1e6
+
+
+def test_long_lived_flows_into_a_host_share_one_extra_weight():
+    # A long-lived flow h2 -> h1 (weight 1 + 1 = 2) and 1 MB h0 -> h1 (weight 1) on s0 -> h1:
+    # the finite flow gets 1/3 of 100 Gb/s, 8e6 bits / 33.3e9 = 240 µs, + 2 µs.
+    model = TcpModel(long_lived_extra=1.0)
+    net = TcpNetwork(star(4), model=model)
+    net.start_flow("h2", "h1", math.inf)
+    assert _fct(net, "h0", "h1", 1e6).end_s == pytest.approx(242e-6, rel=1e-9)
+    # A second long-lived flow into h1 adds weight 1, not 2: 2 + 1 vs 1, so 1/4 of the link,
+    # 320 µs + 2 µs.
+    net = TcpNetwork(star(4), model=model)
+    net.start_flow("h2", "h1", math.inf)
+    net.start_flow("h3", "h1", math.inf)
+    assert _fct(net, "h0", "h1", 1e6).end_s == pytest.approx(322e-6, rel=1e-9)
+
+
+def test_extra_weight_belongs_to_a_flow_started_while_none_ran():
+    # The first long-lived flow into h1 carries the extra weight; it stops while the second
+    # runs, and a third started then is not a first one: h3, h4 and 1 MB h0 -> h1 all have
+    # weight 1, the finite flow gets 1/3 of the link: 240 µs + 2 µs. Once every long-lived flow
+    # into h1 has stopped, the next one is a first one again (weight 2 beside 1: 242 µs too).
+    net = TcpNetwork(star(5), model=TcpModel(long_lived_extra=1.0))
+    first = net.start_flow("h2", "h1", math.inf)
+    second = net.start_flow("h3", "h1", math.inf)
+    net.stop_flow(first.flow_id)
+    net.env.run()
+    third = net.start_flow("h4", "h1", math.inf)
+    assert _fct(net, "h0", "h1", 1e6).end_s == pytest.approx(242e-6, rel=1e-9)
+    net.stop_flow(second.flow_id)
+    net.stop_flow(third.flow_id)
+    net.env.run()
+    net.start_flow("h2", "h1", math.inf)
+    start = net.env.now
+    assert _fct(net, "h0", "h1", 1e6).end_s - start == pytest.approx(242e-6, rel=1e-9)
+
+
+def test_without_corrections_it_is_plain_max_min():
+    times = []
+    for net in (Network(star(4)), TcpNetwork(star(4), model=MAXMIN)):
+        net.start_flow("h2", "h1", math.inf)
+        times.append(_fct(net, "h0", "h1", 3e6).end_s)
+    # 3 MB at half of 100 Gb/s = 480 µs + 2 µs, on both
+    assert times == pytest.approx([482e-6, 482e-6], rel=1e-12)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"goodput": 0.0}, "goodput must be in \\(0, 1\\], got goodput=0.0"),
+    ({"goodput": 1.5}, "got goodput=1.5"),
+    ({"startup_s": -1e-6}, "startup_s must be a finite number >= 0"),
+    ({"long_lived_extra": math.nan}, "long_lived_extra must be a finite number >= 0"),
+])
+def test_bad_model_parameters_are_named(kwargs, message):
+    with pytest.raises(FlowError, match=message):
+        TcpModel(**kwargs)
+
+
+def test_bad_flow_requests_fail_at_once_despite_the_startup_delay():
+    net = TcpNetwork(star(3), model=TcpModel(startup_s=1e-3))
+    with pytest.raises(FlowError, match="size_bytes=0"):
+        net.start_flow("h0", "h1", 0)
+    with pytest.raises(Exception, match="unknown node 'h9'"):
+        net.start_flow("h0", "h9", 1e6)
