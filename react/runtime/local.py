@@ -27,6 +27,20 @@ class LocalRunError(ReactError, RuntimeError):
     """A rank process failed, or did not finish in time."""
 
 
+def kill_processes(procs: Sequence[Any], timeout_s: float) -> None:
+    """Kill every still-running ``subprocess.Popen`` of ``procs`` and reap them all (bounded)."""
+    import subprocess
+
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    for p in procs:
+        try:
+            p.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+
+
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     """``count`` distinct TCP ports free on ``host`` right now (bound to port 0, then released).
 

@@ -158,14 +158,9 @@ class EmuJob:
 
     def close(self) -> None:
         """Kill whatever of this job still runs; idempotent."""
-        for p in self._procs:
-            if p.poll() is None:
-                p.kill()
-        for p in self._procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
+        from react.runtime.local import kill_processes
+
+        kill_processes(self._procs, 5)
         self._procs = []
 
 

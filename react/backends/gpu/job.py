@@ -254,14 +254,9 @@ class GpuJob:
                            f"{(err or '').strip()[-600:] or '(no output)'}")
 
     def _kill(self) -> None:
-        for p in self._procs:
-            if p.poll() is None:
-                p.kill()
-        for p in self._procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
+        from react.runtime.local import kill_processes
+
+        kill_processes(self._procs, 10)
         self._procs = []
 
     def close(self) -> None:
