@@ -25,9 +25,10 @@ One step of the loop (§5.4.1, §5.4.2):
    global; degree-lowering "green" ones first; random order within a class), never with a
    steady-congested partner nor one that failed before under this picture, and estimate each
    candidate pattern's collective time as the critical path of the FCTs the §5.4.1 model
-   (:mod:`react.estimate`) predicts for all its flows. Accept a swap if that estimate drops by at
-   least ``(1 + epsilon)``; stop after ``Kt`` trials or ``max_accepted`` accepted swaps. The result
-   is put on trial for the next batch.
+   (:mod:`react.estimate`) predicts for all its flows. The search is a beam: at each depth (up
+   to ``max_accepted`` swaps) ``Kt`` single swaps are estimated, split over the ``search_width``
+   best patterns so far, and those no worse than their parent go on. The best pattern found is
+   put on trial for the next batch if its estimate is at least ``(1 + epsilon)`` better.
 3. Settling: after ``Emax`` fruitless explorations in a row (reverted, or nothing estimated to
    gain) the controller settles on its pattern and explores again only when the congestion
    picture changes (the set of congested ends, compared by Jaccard similarity against
