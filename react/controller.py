@@ -121,6 +121,11 @@ class ControllerConfig:
         those no worse than their parent go on, up to ``max_accepted`` swaps deep (so at most
         ``Kt x max_accepted`` estimates per exploration). Width 1 is close to Algorithm 1's
         greedy walk, but still accepts estimate-neutral steps.
+    reexplore_epochs : int
+        A settled job explores once more after this many epochs (30: the paper's ``Emax x B``,
+        "to ensure we are not stuck in a local optima"), then after twice as many, and so on
+        while these explorations find nothing to keep; swaps that failed under the picture stay
+        excluded, so each one tries something new. 0: never (settle until the picture changes).
     apply_delay_epochs : int
         Epochs a new pattern takes to reach every rank (5 in the paper's GPU prototype, §6.3;
         0 in simulation). Applied by the job driver, which keeps the old pattern meanwhile.
@@ -142,13 +147,14 @@ class ControllerConfig:
     size_aware_detection: bool = True
     unseen_pairs: str = "links"
     search_width: int = 4
+    reexplore_epochs: int = 30
     apply_delay_epochs: int = 0
     seed: int = 0
 
     def __post_init__(self) -> None:
         positive = ("batch_epochs", "trials", "history_epochs", "exploration_rounds",
                     "max_accepted", "search_width")
-        non_negative = ("trials_growth", "apply_delay_epochs", "seed")
+        non_negative = ("trials_growth", "reexplore_epochs", "apply_delay_epochs", "seed")
         fractions = ("delta1", "delta2", "epsilon", "revert_threshold")
         for name in positive + non_negative:
             value = getattr(self, name)
@@ -228,6 +234,8 @@ class _Trial:
     swaps: tuple[Swap, ...]
     resolved_steady: frozenset[int]
     picture: frozenset[End]
+    reexploring: _Settled | None = None
+    """The settled state this trial's re-exploration left (a failure settles straight back)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +262,10 @@ class _Path:
 class _Settled:
     picture: frozenset[End]
     time_s: float
+    batch: int
+    """The batch it settled after; the next re-exploration is counted from here."""
+    reexplorations: int
+    """Re-explorations of this settled picture that found nothing to keep (doubles the wait)."""
 
 
 class Controller:
@@ -292,6 +304,7 @@ class Controller:
         self._explorations = 0
         self._fruitless = 0
         self._settled: _Settled | None = None
+        self._reexploring: _Settled | None = None
         self._times: dict[tuple[Flow, ...], deque[tuple[int, float]]] = {}
         self._round: list[tuple[float, Pattern, tuple[Swap, ...]]] = []
 
@@ -322,6 +335,7 @@ class Controller:
                     f"reverted {what}: observed {_us(mean_time)} vs {_us(trial.base_time_s)} "
                     f"before ({observed_gain:+.1%}, needed at least {cfg.revert_threshold:+.0%})"
                 )
+                self._reexploring = trial.reexploring
                 self._count_fruitless(notes, trial.picture, trial.base_time_s)
                 # Settling may pick the pattern just tried, which then simply stays.
                 action: Action = "keep" if self.pattern == tried else "revert"
@@ -336,23 +350,31 @@ class Controller:
 
         report = self._detect(self.pattern, batch)
         picture = _picture(self.pattern, report)
+        self._reexploring = None
         if self._settled is not None:
+            settled = self._settled
             why = self._unsettle_reason(picture, mean_time)
-            if why is None:
+            if why is None and not self._reexplore_due(settled, index):
                 notes.append("settled: the congestion picture and the collective time are as "
                              "when it settled")
                 return self._decide(index, "settled", notes, mean_time, observed_gain)
             self._settled = None
-            self._fruitless = 0
-            notes.append(f"{why}: exploring again")
+            if why is None:  # a periodic look for a better pattern, same picture
+                self._reexploring = settled
+                notes.append(f"settled for {(index - settled.batch) * cfg.batch_epochs} epochs: "
+                             "exploring once more")
+            else:
+                self._fruitless = 0
+                notes.append(f"{why}: exploring again")
 
         found = self._explore(self.pattern, batch, report, notes)
         if found is None:
-            if report.congested:
+            if report.congested or self._reexploring is not None:
                 self._count_fruitless(notes, picture, mean_time)
             return self._decide(index, "keep", notes, mean_time, observed_gain)
         base_time = self._recent_time(index, self.pattern)
-        self._trial = _Trial(self.pattern, base_time, found.swaps, found.resolved_steady, picture)
+        self._trial = _Trial(self.pattern, base_time, found.swaps, found.resolved_steady, picture,
+                             self._reexploring)
         self.pattern = found.pattern
         decision = Decision(
             batch=index, action="try", pattern=found.pattern, reason="; ".join(notes),
@@ -411,6 +433,14 @@ class Controller:
         it costs nothing and earns its gain for as long as the picture lasts.
         """
         self._fruitless += 1
+        again = self._reexploring
+        if again is not None:  # a re-exploration that found nothing: settle straight back
+            self._reexploring = None
+            self._settled = _Settled(again.picture, again.time_s, len(self.decisions),
+                                     again.reexplorations + 1)
+            notes.append("nothing better: settled again, next look after "
+                         f"{self._reexplore_wait(self._settled)} epochs")
+            return
         if self._fruitless < self.config.exploration_rounds:
             return
         best = min(self._round, key=lambda t: t[0], default=None)
@@ -424,11 +454,23 @@ class Controller:
             )
             time_s = best_time
         self._round.clear()
-        self._settled = _Settled(picture, time_s)
+        self._settled = _Settled(picture, time_s, len(self.decisions), 0)
         notes.append(
             f"{self._fruitless} explorations in a row did not pay off: settling until the "
             "congestion picture changes"
+            + (f" (or for {self._reexplore_wait(self._settled)} epochs)"
+               if self.config.reexplore_epochs else "")
         )
+
+    def _reexplore_wait(self, settled: _Settled) -> int:
+        """Epochs a settled job waits before exploring once more: doubles with each miss."""
+        return self.config.reexplore_epochs * 2 ** settled.reexplorations
+
+    def _reexplore_due(self, settled: _Settled, index: int) -> bool:
+        if not self.config.reexplore_epochs:
+            return False
+        waited = (index - settled.batch) * self.config.batch_epochs
+        return waited >= self._reexplore_wait(settled)
 
     def _unsettle_reason(self, picture: frozenset[End], mean_time: float) -> str | None:
         settled = self._settled

@@ -110,6 +110,39 @@ def test_settles_until_the_congestion_picture_changes():
     assert moved.action == "try"
 
 
+def test_a_settled_job_looks_again_after_30_then_60_epochs_and_never_retries_a_failure():
+    # The paper's escape from local optima (§5.4.2: explore again after Emax x B quiet epochs),
+    # with the wait doubling after each look that finds nothing to keep.
+    tree = allreduce_double_binary_tree(8)
+    ctl = Controller(tree, ControllerConfig(exploration_rounds=1, seed=2))
+    base = batch(tree)
+    first = ctl.observe(base)
+    slow = batch(first.pattern, p=12)  # every trial looks much worse than its base
+    assert ctl.observe(slow).action == "revert" and ctl.settled
+    tried = [set(first.swaps)]
+    actions = []
+    for _ in range(20):
+        d = ctl.observe(base if ctl.pattern == tree else batch(ctl.pattern, p=12))
+        actions.append(d.action)
+        if d.action == "try":
+            assert "exploring once more" in d.reason
+            assert all(set(d.swaps).isdisjoint(t) for t in tried)  # failures stay excluded
+            tried.append(set(d.swaps))
+    # Settled after batch 1: quiet for 5 batches (30 epochs), a look (try), its failure
+    # (revert, settled again), then 10 batches (60 epochs) before the next look.
+    assert actions[:6] == ["settled"] * 4 + ["try", "revert"]
+    assert actions[6:15] == ["settled"] * 9 and actions[15] == "try"
+
+
+def test_reexplore_epochs_zero_settles_until_the_picture_changes():
+    tree = allreduce_double_binary_tree(8)
+    ctl = Controller(tree, ControllerConfig(exploration_rounds=1, reexplore_epochs=0))
+    first = ctl.observe(batch(tree))
+    ctl.observe(batch(first.pattern, p=12))
+    base = batch(tree)
+    assert all(ctl.observe(base).action == "settled" for _ in range(12))
+
+
 def test_a_settled_job_explores_again_when_its_time_rises():
     tree = allreduce_double_binary_tree(8)
     ctl = Controller(tree, ControllerConfig(exploration_rounds=1))
