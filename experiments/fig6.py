@@ -7,8 +7,13 @@ Both move 20 MB per epoch for 100 epochs, back to back; the mean algorithm bandw
 after epoch 25 is compared between REACT on both jobs and REACT on neither (same seeds). A shared
 server's link carries both jobs' flows, which is the only contention: there is no other traffic.
 
-    python experiments/fig6.py             # full: 1..4 shared servers x 5 seeds (~1 min)
-    python experiments/fig6.py --quick     # seconds: a smoke run
+``--react-on tree`` (or ``ring``) runs REACT on that job alone against the same baseline: it
+separates what a job's own controller does for it from what the other job's controller does to
+it (a swap that speeds one job up can load a link the other job cannot avoid).
+
+    python experiments/fig6.py                  # full: 1..4 shared servers x 5 seeds (~3 min)
+    python experiments/fig6.py --react-on tree  # REACT on the tree job only: fig6_rtree.csv
+    python experiments/fig6.py --quick          # seconds: a smoke run
 """
 
 from __future__ import annotations
@@ -34,16 +39,24 @@ RANKS = 8
 HOSTS = 16
 
 
-def scenario(overlap: int, seed: int, *, epochs: int) -> dict[str, Any]:
-    """One point: job 2 shares ``overlap`` random servers of job 1, ranks in random order."""
+REACT_ON = ("both", "tree", "ring")
+
+
+def scenario(overlap: int, seed: int, *, epochs: int, react_on: str = "both") -> dict[str, Any]:
+    """One point: job 2 shares ``overlap`` random servers of job 1, ranks in random order.
+
+    ``react_on`` says which jobs' scenario entries have REACT on (runs forced on or off for
+    every job ignore it).
+    """
+    if react_on not in REACT_ON:
+        raise ValueError(f"react_on = {react_on!r}: expected one of {', '.join(REACT_ON)}")
     rng = np.random.default_rng([seed, overlap])
     tree_hosts = [f"h{i}" for i in range(RANKS)]
     shared = [tree_hosts[int(i)] for i in rng.choice(RANKS, size=overlap, replace=False)]
     own = [f"h{RANKS + int(i)}" for i in rng.choice(HOSTS - RANKS, size=RANKS - overlap,
                                                     replace=False)]
     ring_hosts = [str(h) for h in rng.permutation(shared + own)]
-    job = {"collective": "", "ranks": RANKS, "message_bytes": 20e6, "epochs": epochs,
-           "react": True}
+    job = {"collective": "", "ranks": RANKS, "message_bytes": 20e6, "epochs": epochs}
     return {
         "name": f"fig6-o{overlap}-s{seed}",
         "seed": seed,
@@ -51,9 +64,10 @@ def scenario(overlap: int, seed: int, *, epochs: int) -> dict[str, Any]:
         "topology": {"name": "star", "n": HOSTS},
         "jobs": [
             {**job, "name": "tree", "collective": "allreduce_double_binary_tree",
-             "placement": tree_hosts},
+             "placement": tree_hosts, "react": react_on in ("both", "tree")},
             {**job, "name": "ring", "collective": "allreduce_ring", "placement": ring_hosts,
-             "seed": seed + 1000},  # its own per-epoch and controller randomness
+             "seed": seed + 1000,  # its own per-epoch and controller randomness
+             "react": react_on in ("both", "ring")},
         ],
     }
 
@@ -74,17 +88,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "asked; with --quick a new "
                              "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--react-on", choices=REACT_ON, default="both",
+                        help="the jobs REACT runs on, against REACT on neither (default both; "
+                             "tree or ring: that job alone, files fig6_rtree/_rring)")
     args = parser.parse_args(argv)
 
     overlaps, seeds, epochs, warmup = OVERLAPS, range(args.seeds), args.epochs, 25
     if args.quick:
         overlaps, seeds, epochs, warmup = (2,), range(1), 8, 2
-    cases = [({"overlapping_nodes": o}, scenario(o, s, epochs=epochs))
+    cases = [({"overlapping_nodes": o}, scenario(o, s, epochs=epochs, react_on=args.react_on))
              for o in overlaps for s in seeds]
     stem = "fig6" + ("-quick" if args.quick else "")
     if not args.quick:  # other options than the defaults: files of their own
-        stem = variant_name(stem, {"s": args.seeds, "e": args.epochs}, {"s": 5, "e": 100})
-    points = scenario_points(stem, cases, react="both", warmup_epochs=warmup)
+        stem = variant_name(stem, {"s": args.seeds, "e": args.epochs, "r": args.react_on},
+                            {"s": 5, "e": 100, "r": "both"})
+    if args.react_on == "both":
+        points = scenario_points(stem, cases, react="both", warmup_epochs=warmup)
+        labels = {"on": "REACT on both"}
+    else:  # the baseline (off for both) and the scenario's own flags (on for one job)
+        points = (scenario_points(stem, cases, react="off", warmup_epochs=warmup)
+                  + scenario_points(stem, cases, react="scenario", warmup_epochs=warmup))
+        labels = {"scenario": f"REACT on the {args.react_on} job only"}
     out_dir, store = experiment_dirs(stem, quick=args.quick, out=args.out_dir,
                                      store=args.store, default_out=RESULTS,
                                      default_store=RESULTS / f"{stem}.sqlite")
@@ -95,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                  title="Fig. 6: tree (job 1) + ring (job 2) AllReduce, 20 MB, star, "
                        "shared servers",
                  xlabel="overlapping nodes (servers shared by the two jobs)",
-                 mode_labels={"on": "REACT on both"})
+                 mode_labels=labels)
     print(f"{len(points)} runs in {time.perf_counter() - clock:.1f} s")
     return 0
 

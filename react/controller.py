@@ -30,9 +30,11 @@ One step of the loop (§5.4.1, §5.4.2):
    best patterns so far, and those no worse than their parent go on. The best pattern found is
    put on trial for the next batch if its estimate is at least ``(1 + epsilon)`` better.
 3. Settling: after ``Emax`` fruitless explorations in a row (reverted, or nothing estimated to
-   gain) the controller settles on its pattern and explores again only when the congestion
-   picture changes (the set of congested ends, compared by Jaccard similarity against
-   ``picture_overlap``) or the collective time rises more than ``tau_r`` above the settled time.
+   gain) the controller settles on its pattern and explores again when the congestion picture
+   changes (the set of congested ends, compared by Jaccard similarity against
+   ``picture_overlap``), when the collective time rises more than ``tau_r`` above the settled
+   time, or once after ``reexplore_epochs`` quiet epochs (the paper's ``Emax x B``, against local
+   optima), the wait doubling after each such look that finds nothing to keep.
    ``Kt`` grows by ``trials_growth`` with every exploration; FCT history older than ``H`` epochs is
    dropped; a steady-congested rank whose congestion a kept swap resolved is never again used as
    a swap partner.
@@ -40,8 +42,9 @@ One step of the loop (§5.4.1, §5.4.2):
 Where this differs from the paper on purpose (each with its reason and a measurement in
 docs/deviations.md): the congested end is targeted by evidence (§5.4.1 ranks vertices by counts
 only, which sends ties to the healthy sender); failures are remembered per congestion picture
-and settling lasts until the picture changes (the paper clears its tabu list and re-explores
-after ``Emax`` quiet batches, which retries the same failures forever under steady congestion);
+and a settled job looks again after 30, 60, 120, ... quiet epochs (the paper clears its tabu list
+and re-explores after every ``Emax`` quiet batches, which retries the same failures forever under
+steady congestion);
 the base pattern is re-measured after a revert; candidates are judged on the whole pattern's
 estimated critical path, not on the current critical paths mapped through the swap (a swap can
 make another path critical); an unseen pair is priced from its endpoints' links

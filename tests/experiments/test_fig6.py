@@ -44,3 +44,21 @@ def test_fig6_quick_writes_plot_and_csv(tmp_path):
     # one row per job for the single overlap value of the quick run
     assert sorted((r["job"], r["x"], r["react"]) for r in rows) == [
         ("ring", "2", "on"), ("tree", "2", "on")]
+
+
+@pytest.mark.parametrize("react_on", ["tree", "ring"])
+def test_fig6_react_on_one_job_leaves_the_other_without_a_controller(react_on):
+    scenario = parse_scenario(fig6.scenario(2, seed=1, epochs=5, react_on=react_on))
+    assert {job.name: job.react for job in scenario.jobs} == {
+        "tree": react_on == "tree", "ring": react_on == "ring"}
+
+
+def test_fig6_react_on_tree_quick_run_compares_against_the_same_baseline(tmp_path):
+    assert fig6.main(["--quick", "--react-on", "tree", "--store", str(tmp_path / "r.sqlite"),
+                      "--out-dir", str(tmp_path)]) == 0
+    with open(tmp_path / "fig6-quick.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted((r["job"], r["react"]) for r in rows) == [("ring", "scenario"),
+                                                            ("tree", "scenario")]
+    with pytest.raises(SystemExit):
+        fig6.main(["--quick", "--react-on", "neither"])
