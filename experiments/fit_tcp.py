@@ -13,14 +13,17 @@ The fit (always) reads that file and fits :class:`flowsim.tcp.TcpModel`:
 
 - ``goodput`` is not fitted but derived: 1448 payload bytes per 1502 on the wire (TCP with
   timestamps, IPv4, PPP);
-- ``startup_s`` (whole microseconds, 0-100) minimises the error on the tree without long-lived
-  flows (star-tree-p0), where the extra weight plays no part;
+- ``startup_s`` (whole microseconds, 0-100) and ``reverse_share`` (steps of 0.01, 0.5-1)
+  together, on the cases without long-lived flows, where the extra weight plays no part: the
+  pair of ranks exchanging 1 MB and 16 MB both ways at once and the star tree at p = 0. For
+  each start-up, the share that minimises the larger error on the two pair cases (the only
+  ones where the cap binds); then the start-up whose (start-up, share) minimises the largest
+  error on all three;
 - ``long_lived_extra`` (steps of 0.1, 0-4) minimises the largest relative error on the star
   trees with p = 1, 2, 4 long-lived flows into rank 3.
 
-The other cases are validation only: the one-source variant of p = 2, a leaf-spine with ECMP,
-and a pair of ranks exchanging 1 MB and 16 MB both ways at once (where ns-3's single flows
-reach only about 65-75% of the link: the mode has no per-flow rate cap to model that).
+The other cases are validation only: the one-source variant of p = 2 and a leaf-spine with
+ECMP.
 
 It prints the fitted values beside :data:`flowsim.tcp.FITTED` (which must be these values) and
 a table of every case on ns-3, exact max-min and the TCP-aware mode with the relative errors
@@ -37,7 +40,7 @@ import csv
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +106,8 @@ CASES: tuple[Case, ...] = (
     Case("star-tree-p2-one-source", "collective", _star_tree(2, sources=1)),
     Case("leaf-spine-tree-p2", "collective", _leaf_spine()),
 )
-FIT_STARTUP = ("star-tree-p0",)
+FIT_STARTUP = ("pair-1MB", "pair-16MB", "star-tree-p0")
+FIT_SHARE = ("pair-1MB", "pair-16MB")
 FIT_EXTRA = ("star-tree-p1", "star-tree-p2", "star-tree-p4")
 SEGMENT_BYTES = 1448
 """TCP payload per packet (react.backends.ns3.spec's default)."""
@@ -197,14 +201,22 @@ def fit(reference: dict[str, dict[str, str]]) -> Any:
         return max(abs(run_sim(c, "tcp", model)[0] * 1e6 / float(reference[c.name]["ns3_us"])
                        - 1) for c in cases)
 
-    # start-up: the congestion-free tree (no long-lived flows, so the extra weight is moot)
-    startup_us = min(range(0, 101), key=lambda us: (
-        worst(TcpModel(goodput=goodput, startup_s=us / 1e6), FIT_STARTUP), us))
+    # start-up and reverse share: the cases without long-lived flows (the extra weight is moot)
+    shares = np.round(np.arange(0.5, 1.001, 0.01), 2)
+
+    def without_extra(us: int) -> tuple[float, Any]:
+        def model(share: float) -> Any:
+            return TcpModel(goodput=goodput, startup_s=us / 1e6, reverse_share=float(share))
+
+        share = min(shares, key=lambda r: (worst(model(r), FIT_SHARE), -r))
+        return worst(model(share), FIT_STARTUP), model(share)
+
+    base = min((without_extra(us) + (us,) for us in range(0, 101)),
+               key=lambda t: (t[0], t[2]))[1]
     extras = np.round(np.arange(0.0, 4.01, 0.1), 1)
-    extra = min(extras, key=lambda x: (worst(TcpModel(goodput=goodput,
-                                                      startup_s=startup_us / 1e6,
-                                                      long_lived_extra=float(x)), FIT_EXTRA), x))
-    return TcpModel(goodput=goodput, startup_s=startup_us / 1e6, long_lived_extra=float(extra))
+    extra = min(extras, key=lambda x: (
+        worst(replace(base, long_lived_extra=float(x)), FIT_EXTRA), x))
+    return replace(base, long_lived_extra=float(extra))
 
 
 def table(reference: dict[str, dict[str, str]], model: Any) -> list[dict[str, Any]]:
@@ -244,10 +256,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     reference = read_reference(path)
     model = fit(reference)
-    print(f"fitted: goodput {model.goodput:.3f}, startup {model.startup_s * 1e6:.0f} µs, "
-          f"long-lived extra {model.long_lived_extra:.1f}")
-    print(f"FITTED: goodput {FITTED.goodput:.3f}, startup {FITTED.startup_s * 1e6:.0f} µs, "
-          f"long-lived extra {FITTED.long_lived_extra:.1f}")
+    for label, m in (("fitted", model), ("FITTED", FITTED)):
+        print(f"{label}: goodput {m.goodput:.3f}, startup {m.startup_s * 1e6:.0f} µs, "
+              f"long-lived extra {m.long_lived_extra:.1f}, reverse share {m.reverse_share:.2f}")
     rows = table(reference, model)
     print(f"{'case':<26} {'ns-3 µs':>10} {'max-min':>10} {'err':>7} {'tcp mode':>10} "
           f"{'err':>7} {'ns-3 wall s':>11} {'x faster':>16}")

@@ -27,6 +27,11 @@ Model
   (keeping the bytes already sent) until the capacity returns, then resume on the same path.
   A stalled flow never completes on its own; stop it with :meth:`Network.stop_flow` if needed.
 - **Long-lived flows** have ``size_bytes=math.inf`` and run until stopped.
+- **Rate caps** (``start_flow(..., rate_cap_bps=)``, :meth:`Network.set_rate_cap`): a capped
+  flow is solved as if it also crossed a link of its own with the cap as capacity, so the rates
+  are max-min fair with caps (every flow at its cap or on a bottleneck) and the incremental
+  re-solve below needs nothing new: a cap change is a capacity change of that link. Flows
+  without a cap take exactly the path they took before caps existed.
 - **Records** (``network.records``) are appended when each flow's event fires, so they are in
   ``end_s`` order. A completion predicted earlier and then superseded leaves an idle internal
   timer in the queue (SimPy cannot cancel an event), so ``env.run()`` without ``until`` may stop
@@ -110,6 +115,18 @@ _SMALL_FLOWS = 24
 _LIST_FLOWS = 192
 
 
+def _cap_bytes(where: str, rate_cap_bps: float) -> float | None:
+    """A rate cap in bytes per second (None for ``math.inf``: no cap); a bad one raises."""
+    try:
+        cap = float(rate_cap_bps)
+    except (TypeError, ValueError):
+        cap = math.nan
+    if not cap > 0:  # also NaN
+        raise FlowError(f"{where}: rate_cap_bps={rate_cap_bps!r}, expected a positive number of "
+                        f"bits per second (None or math.inf for no cap)")
+    return None if cap == math.inf else cap / 8.0
+
+
 class FlowDone(simpy.Event):
     """The event :meth:`Network.start_flow` returns; it fires with the flow's :class:`FlowRecord`.
 
@@ -124,8 +141,8 @@ class FlowDone(simpy.Event):
 class _Meta:
     """Per-flow Python-side data (the numeric state lives in the engine's arrays)."""
 
-    __slots__ = ("flow_id", "src", "dst", "size", "start", "path", "port", "tag", "tenant",
-                 "weight", "event", "latency")
+    __slots__ = ("flow_id", "src", "dst", "size", "start", "path", "links", "cap_link", "port",
+                 "tag", "tenant", "weight", "event", "latency")
 
     def __init__(self, flow_id: int, src: str, dst: str, size: float, start: float,
                  path: tuple[int, ...], port: int, tag: str, tenant: str, weight: float,
@@ -135,7 +152,10 @@ class _Meta:
         self.dst = dst
         self.size = size
         self.start = start
-        self.path = path
+        self.path = path  # the topology's links, as the record reports them
+        # The links the solver sees: the path, plus the flow's cap link when it has a rate cap.
+        self.links = path
+        self.cap_link = -1
         self.port = port
         self.tag = tag
         self.tenant = tenant
@@ -179,7 +199,9 @@ class Network:
         self._n_links = n = len(links)
         # Rates are solved in bytes per second (capacity_bps / 8 is exact in binary floating point).
         # The engine's capacity array has one extra entry, a virtual link of infinite capacity
-        # that pads short paths; self._cap is a view without it.
+        # that pads short paths (id n); self._cap is a view without it. Per-flow rate caps add
+        # cap links after it (ids n + 1, ...; see start_flow); every per-link list below has an
+        # entry for each of them, and one (unused) for the padding link.
         self._cap_ext = np.append(np.array([lk.capacity_bps for lk in links], dtype=float) / 8.0,
                                   math.inf)
         self._cap = self._cap_ext[:n]
@@ -211,11 +233,12 @@ class Network:
         self._t0l: list[float] = [0.0] * size
         self._leftl: list[float] = [0.0] * size
         self._sentl: list[float] = [0.0] * size
-        self._members: list[set[int]] = [set() for _ in range(n)]
-        self._cap_list: list[float] = self._cap.tolist()
+        self._members: list[set[int]] = [set() for _ in range(n + 1)]
+        self._cap_list: list[float] = self._cap_ext.tolist()
         # Bytes per second on each link at the current rates (kept up to date as rates change;
         # round-off drift is far below _SAT_RTOL): which links are saturated, for the closure.
-        self._load: list[float] = [0.0] * n
+        self._load: list[float] = [0.0] * (n + 1)
+        self._free_cap_links: list[int] = []  # cap links of flows that have ended, for reuse
         self._loads_valid = False  # kept up to date only while closures are looked for
         self._n_weighted = 0  # running flows of weight != 1 (0: the solver may count)
         self._meta: list[_Meta | None] = [None] * size
@@ -257,7 +280,7 @@ class Network:
 
     def start_flow(self, src: str, dst: str, size_bytes: float, *, port: int = 0,
                    path: Sequence[int] | None = None, tag: str = "", tenant: str = "",
-                   weight: float = 1.0) -> FlowDone:
+                   weight: float = 1.0, rate_cap_bps: float | None = None) -> FlowDone:
         """Start a flow now; return the event that fires with its :class:`FlowRecord`.
 
         Parameters
@@ -276,11 +299,17 @@ class Network:
         weight : float
             Max-min weight, > 0: a flow of weight 2 gets twice the share of a flow of weight 1 on a
             common bottleneck.
+        rate_cap_bps : float, optional
+            The most the flow may send, bits per second (> 0; None or ``math.inf``: no cap).
+            The rates stay max-min fair: every flow is at its cap or crosses a saturated link
+            where no flow has a higher ``rate / weight``. A capped flow is solved as if it also
+            crossed a link of its own whose capacity is the cap (its *cap link*, invisible in
+            records). :meth:`set_rate_cap` changes it while the flow runs.
 
         Raises
         ------
         FlowError
-            On a bad size or weight, ``src == dst``, or an endpoint that is a switch.
+            On a bad size, weight or rate cap, ``src == dst``, or an endpoint that is a switch.
         UnknownNodeError, RoutingError
             On an unknown endpoint or an invalid explicit path.
         """
@@ -302,6 +331,7 @@ class Network:
         w = float(weight)
         if not (math.isfinite(w) and w > 0):
             raise FlowError(f"start_flow: weight={weight!r}, expected a positive finite number")
+        cap_bytes = None if rate_cap_bps is None else _cap_bytes("start_flow", rate_cap_bps)
         if path is None:
             links = tuple(self.router.route(src, dst, port))
         else:
@@ -338,12 +368,44 @@ class Network:
         for lk in links:
             members[lk].add(slot)
             latency += link_lat[lk]
-        self._meta[slot] = _Meta(fid, src, dst, size, now, links, port, tag, tenant, w, event,
-                                 latency)
+        m = self._meta[slot] = _Meta(fid, src, dst, size, now, links, port, tag, tenant, w,
+                                     event, latency)
+        if cap_bytes is not None:
+            self._attach_cap_link(slot, m, cap_bytes)
         self._slot_of[fid] = slot
         self._arrivals.append(slot)
         self._schedule_resolve()
         return event
+
+    def set_rate_cap(self, flow_id: int, rate_cap_bps: float | None) -> None:
+        """Change a running flow's rate cap now (bits per second; None or ``math.inf``: none).
+
+        See ``rate_cap_bps`` in :meth:`start_flow`. The change is a capacity change of the
+        flow's cap link, re-solved with the other changes of this instant.
+
+        Raises
+        ------
+        FlowError
+            If ``flow_id`` is not a running flow, or on a bad cap.
+        """
+        slot = self._slot_of.get(flow_id)
+        if slot is None:
+            raise FlowError(
+                f"set_rate_cap: flow_id={flow_id!r} is not running (finished, stopped or unknown)"
+            )
+        cap = _cap_bytes("set_rate_cap", rate_cap_bps) if rate_cap_bps is not None else None
+        m = self._flow(slot)
+        lk = m.cap_link
+        if lk < 0:
+            if cap is None:
+                return
+            lk = self._attach_cap_link(slot, m, cap)
+        else:
+            cap = math.inf if cap is None else cap
+            self._cap_ext[lk] = cap
+            self._cap_list[lk] = cap
+        self._cap_changed.append(lk)
+        self._schedule_resolve()
 
     def stop_flow(self, flow_id: int) -> None:
         """End a running flow now; its event fires now with ``stopped=True`` and the bytes sent.
@@ -455,13 +517,44 @@ class Network:
                     cap.append(float(cp[hit[0]]))
         return np.array(times), np.array(load), np.array(cap)
 
+    def _widen(self, path_len: int) -> None:
+        extra = np.full((path_len - self._width, self._paths.shape[1]), self._n_links,
+                        dtype=np.intp)
+        self._paths = np.vstack([self._paths, extra])
+        self._width = path_len
+        self._padding = self._paddings()
+
+    def _attach_cap_link(self, slot: int, m: _Meta, cap: float) -> int:
+        """Give the flow in ``slot`` a cap link of capacity ``cap`` (bytes per second).
+
+        The link is the last of the flow's links (its column's first padding entry). A running
+        flow's current rate is put on it, so that its load is right for the closure.
+        """
+        if self._free_cap_links:
+            lk = self._free_cap_links.pop()
+            self._cap_ext[lk] = cap
+            self._cap_list[lk] = cap
+        else:
+            lk = len(self._cap_list)
+            self._cap_ext = np.append(self._cap_ext, cap)
+            self._cap = self._cap_ext[: self._n_links]
+            self._cap_list.append(cap)
+            self._members.append(set())
+            self._load.append(0.0)
+        k = len(m.links)
+        if k + 1 > self._width:
+            self._widen(k + 1)
+        self._paths[k, slot] = lk
+        m.links = m.links + (lk,)
+        m.cap_link = lk
+        self._members[lk].add(slot)
+        rate = self._rt[slot]
+        self._load[lk] = rate if rate > 0 else 0.0
+        return lk
+
     def _alloc(self, path_len: int) -> int:
         if path_len > self._width:
-            extra = np.full((path_len - self._width, self._paths.shape[1]), self._n_links,
-                            dtype=np.intp)
-            self._paths = np.vstack([self._paths, extra])
-            self._width = path_len
-            self._padding = self._paddings()
+            self._widen(path_len)
         if not self._free:
             old = self._alive.shape[0]
             new = old * 2
@@ -534,24 +627,26 @@ class Network:
         rate = self._rt[slot]
         if rate < 0:  # started at this instant, never solved
             self._arrivals.remove(slot)
-            for lk in m.path:
+            for lk in m.links:
                 members[lk].discard(slot)
         else:
             lvl = self._lv[slot]
             if lvl < self._dep_level:
                 self._dep_level = lvl
-            self._dep_links.extend(m.path)
+            self._dep_links.extend(m.links)
             if self._loads_valid:
                 load = self._load
-                for lk in m.path:
+                for lk in m.links:
                     ms = members[lk]
                     ms.discard(slot)
                     load[lk] = load[lk] - rate if ms else 0.0  # an empty link carries exactly 0
             else:
-                for lk in m.path:
+                for lk in m.links:
                     members[lk].discard(slot)
         if m.weight != 1.0:
             self._n_weighted -= 1
+        if m.cap_link >= 0:
+            self._free_cap_links.append(m.cap_link)
         self._alive[slot] = False
         self._end[slot] = math.inf
         self._rate[slot] = 0.0
@@ -678,12 +773,12 @@ class Network:
 
     def _recount_loads(self) -> None:
         """Every link's load from the current rates (on entering the closure regime)."""
-        load = [0.0] * self._n_links
+        load = [0.0] * len(self._cap_list)
         rt, meta = self._rt, self._meta
         for slot in sorted(self._slot_of.values()):
             r = rt[slot]
             if r > 0:
-                for lk in meta[slot].path:  # type: ignore[union-attr]
+                for lk in meta[slot].links:  # type: ignore[union-attr]
                     load[lk] += r
         self._load = load
         self._loads_valid = True
@@ -706,7 +801,7 @@ class Network:
         start = set(self._dep_links)
         meta = self._meta
         for slot in self._arrivals:
-            start.update(meta[slot].path)  # type: ignore[union-attr]
+            start.update(meta[slot].links)  # type: ignore[union-attr]
         start.update(self._cap_changed)
         return self._grow(set(), start, list(start), thr, self._closure_limit(running))
 
@@ -724,7 +819,7 @@ class Network:
                 comp.add(s)
                 if len(comp) > limit:
                     return None
-                for lk in meta[s].path:  # type: ignore[union-attr]
+                for lk in meta[s].links:  # type: ignore[union-attr]
                     if lk not in seen and load[lk] >= cap[lk] * full:
                         seen.add(lk)
                         queue.append(lk)
@@ -738,7 +833,7 @@ class Network:
         position then slot (``bincount``'s order), subtracted from the capacity once.
         """
         meta, rt, cap, members = self._meta, self._rt, self._cap_list, self._members
-        paths = [meta[s].path for s in solve]  # type: ignore[union-attr]
+        paths = [meta[s].links for s in solve]  # type: ignore[union-attr]
         residual: dict[int, float] = {}
         for path in paths:
             for lk in path:
@@ -747,7 +842,7 @@ class Network:
                 others = [o for o in members[lk] if o not in inside]
                 if others:
                     if len(others) > 1:
-                        others.sort(key=lambda o: (meta[o].path.index(lk), o))  # type: ignore
+                        others.sort(key=lambda o: (meta[o].links.index(lk), o))  # type: ignore
                     used = 0.0
                     for o in others:
                         used += rt[o]
@@ -831,7 +926,7 @@ class Network:
                 end_a[s] = now + left / r if r > 0 else inf
                 if valid:
                     delta = r - old if old > 0 else r
-                    for lk in meta[s].path:  # type: ignore[union-attr]
+                    for lk in meta[s].links:  # type: ignore[union-attr]
                         load[lk] += delta
 
     def _apply_arrays(self, now: float, solve: np.ndarray, rates: np.ndarray) -> None:
@@ -861,7 +956,7 @@ class Network:
             rt[slot] = r
             if valid:
                 delta = r - old if old > 0 else r
-                for lk in meta[slot].path:  # type: ignore[union-attr]
+                for lk in meta[slot].links:  # type: ignore[union-attr]
                     load[lk] += delta
 
     def _safe_level(self) -> float:
@@ -884,7 +979,7 @@ class Network:
         arriving: dict[int, float] = {}
         for slot in self._arrivals:
             w = wt[slot]
-            for lk in meta[slot].path:  # type: ignore[union-attr]
+            for lk in meta[slot].links:  # type: ignore[union-attr]
                 arriving[lk] = arriving.get(lk, 0.0) + w
         for lk in self._cap_changed:
             arriving.setdefault(lk, 0.0)
@@ -952,7 +1047,7 @@ class Network:
         tiled = np.empty(width * k)  # each flow's rate once per path position
         tiled.reshape(width, k)[:] = self._rate.take(slots)
         return np.bincount(self._paths.take(slots, axis=1).ravel(), weights=tiled,
-                           minlength=self._n_links + 1)
+                           minlength=self._cap_ext.size)
 
     def _record_loads(self, now: float) -> None:
         alive = np.flatnonzero(self._alive)

@@ -21,7 +21,8 @@ The file (every key is listed; anything else is an error)::
                                      # react.backends.ns3.spec)
     connections = 4                  # ECMP connections per rank pair (default for every job)
     sharing = "maxmin"               # the simulator's rates: exact max-min, or "tcp" (headers,
-                                     # start-up, DCTCP's latecomer penalty; flowsim.tcp)
+                                     # start-up, DCTCP's latecomer penalty, a cap on a job's
+                                     # flows both ways between two hosts; flowsim.tcp)
 
     [emu]                            # optional; used when the backend is "emu"
     link_rate_bps = 200e6            # the fastest link's emulated rate; others scale with it

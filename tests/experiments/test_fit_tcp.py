@@ -2,6 +2,7 @@
 
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -29,10 +30,15 @@ def test_fit_reproduces_the_shipped_parameters():
 def test_fitted_mode_is_within_ten_percent_of_ns3_on_the_fitted_cases():
     reference = fit_tcp.read_reference(fit_tcp.REFERENCE_CSV)
     rows = {r["case"]: r for r in fit_tcp.table(reference, FITTED)}
-    for case in ("star-tree-p0", *fit_tcp.FIT_EXTRA):
+    for case in (*fit_tcp.FIT_STARTUP, *fit_tcp.FIT_EXTRA):
         assert abs(rows[case]["tcp_err"]) <= 0.10, rows[case]
     # and exact max-min is not (the reason the mode exists)
     assert abs(rows["star-tree-p1"]["maxmin_err"]) > 0.10
+    assert abs(rows["pair-16MB"]["maxmin_err"]) > 0.10
+    # nor the mode without its pair cap (the reason for reverse_share)
+    uncapped = replace(FITTED, reverse_share=1.0)
+    without = {r["case"]: r for r in fit_tcp.table(reference, uncapped)}
+    assert abs(without["pair-16MB"]["tcp_err"]) > 0.10
 
 
 def test_main_prints_the_table(tmp_path, capsys):

@@ -84,6 +84,8 @@ def test_without_corrections_it_is_plain_max_min():
     ({"goodput": 1.5}, "got goodput=1.5"),
     ({"startup_s": -1e-6}, "startup_s must be a finite number >= 0"),
     ({"long_lived_extra": math.nan}, "long_lived_extra must be a finite number >= 0"),
+    ({"reverse_share": 0.0}, "reverse_share must be in \\(0, 1\\], got reverse_share=0.0"),
+    ({"reverse_share": math.nan}, "got reverse_share=nan"),
 ])
 def test_bad_model_parameters_are_named(kwargs, message):
     with pytest.raises(FlowError, match=message):
@@ -96,3 +98,57 @@ def test_bad_flow_requests_fail_at_once_despite_the_startup_delay():
         net.start_flow("h0", "h1", 0)
     with pytest.raises(Exception, match="unknown node 'h9'"):
         net.start_flow("h0", "h9", 1e6)
+
+
+# -- data both ways: the pair cap --------------------------------------------------------------
+
+def _run(net, specs):
+    """Start ``(src, dst, size, tenant)`` flows at time 0; their records when all are done."""
+    events = [net.start_flow(s, d, size, tenant=t) for s, d, size, t in specs]
+    net.env.run()
+    return [ev.value for ev in events]
+
+
+def test_a_pair_exchanging_both_ways_is_capped_at_the_reverse_share():
+    # 1 MB each way between h0 and h1, same job, share 0.5: each capped at 50 Gb/s, 160 µs,
+    # + 2 µs. Of two different jobs, no cap: 80 µs + 2 µs each.
+    model = TcpModel(reverse_share=0.5)
+    same = _run(TcpNetwork(star(3), model=model), [("h0", "h1", 1e6, "j"), ("h1", "h0", 1e6, "j")])
+    assert [r.end_s for r in same] == pytest.approx([162e-6, 162e-6], rel=1e-12)
+    other = _run(TcpNetwork(star(3), model=model),
+                 [("h0", "h1", 1e6, "a"), ("h1", "h0", 1e6, "b")])
+    assert [r.end_s for r in other] == pytest.approx([82e-6, 82e-6], rel=1e-12)
+
+
+def test_the_pair_cap_is_lifted_when_the_other_way_ends():
+    # 1 MB h0 -> h1 and 0.5 MB back, share 0.5: both at 50 Gb/s; the 0.5 MB is sent by 80 µs
+    # (ends at 82 µs), when the 1 MB flow has sent half; the other 0.5 MB at 100 Gb/s: 40 µs,
+    # so it ends at 120 + 2 = 122 µs.
+    recs = _run(TcpNetwork(star(3), model=TcpModel(reverse_share=0.5)),
+                [("h0", "h1", 1e6, "j"), ("h1", "h0", 0.5e6, "j")])
+    assert [r.end_s for r in recs] == pytest.approx([122e-6, 82e-6], rel=1e-12)
+
+
+def test_the_pair_cap_binds_only_above_the_fair_share():
+    # h0 -> h1 and h2 -> h1 share h1's downlink (50 Gb/s each, below a cap of 75); h1 -> h0 is
+    # alone on its links and capped at 75 Gb/s: 8e6 / 75e9 = 106.67 µs, the others 160 µs;
+    # + 2 µs each. On 40 Gb/s links the cap is 0.75 x 40: 1 MB alone each way takes 266.67 µs.
+    model = TcpModel(reverse_share=0.75)
+    recs = _run(TcpNetwork(star(4), model=model),
+                [("h0", "h1", 1e6, "j"), ("h2", "h1", 1e6, "j"), ("h1", "h0", 1e6, "j")])
+    assert [r.end_s for r in recs] == pytest.approx([162e-6, 162e-6, 8e6 / 75e9 + 2e-6],
+                                                    rel=1e-12)
+    slow = TcpNetwork(star(3, capacity_bps=40e9), model=model)
+    recs = _run(slow, [("h0", "h1", 1e6, "j"), ("h1", "h0", 1e6, "j")])
+    assert [r.end_s for r in recs] == pytest.approx([8e6 / 30e9 + 2e-6] * 2, rel=1e-12)
+
+
+def test_the_pair_cap_starts_with_the_sending_after_startup():
+    # Start-up 10 µs, then as above with share 0.5: 10 + 160 + 2 µs; a flow's own cap (20G)
+    # below the pair cap wins: 8e6 / 20e9 = 400 µs (its partner, capped at 50G, ends first).
+    net = TcpNetwork(star(3), model=TcpModel(startup_s=10e-6, reverse_share=0.5))
+    a = net.start_flow("h0", "h1", 1e6, tenant="j")
+    b = net.start_flow("h1", "h0", 1e6, tenant="j", rate_cap_bps=20e9)
+    net.env.run()
+    assert a.value.end_s == pytest.approx(172e-6, rel=1e-12)
+    assert b.value.end_s == pytest.approx(412e-6, rel=1e-12)

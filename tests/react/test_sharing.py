@@ -27,9 +27,10 @@ def test_tcp_sharing_runs_on_the_tcp_aware_network():
     net = build_network(scenario)
     assert isinstance(net, TcpNetwork)
     # 2-rank ring, 2 MB: two steps of one 1 MB flow each way. Max-min: 80 µs + 2 µs per step.
-    # TCP-aware: 1 MB / goodput, plus the start-up, per step.
+    # TCP-aware: 1 MB / goodput at the pair cap (reverse_share of the link: the two flows of a
+    # step run both ways between the same hosts), plus the start-up, per step.
     model = net.model
-    step = model.startup_s + 2e-6 + 8e6 / (model.goodput * 100e9)
+    step = model.startup_s + 2e-6 + 8e6 / (model.goodput * model.reverse_share * 100e9)
     (time,) = run_scenario(scenario)["pair"].times_s()
     assert time == pytest.approx(2 * step, rel=1e-9)
     (exact,) = run_scenario(parse_scenario(DOC))["pair"].times_s()
