@@ -7,7 +7,9 @@ Two 8-rank jobs of 20 MB run back to back for 100 epochs on *different* servers 
 four racks, two servers of each job per rack, each job's ranks in a random order: so the jobs
 share no server but do share every ToR-agg link their inter-rack flows use (the paper's
 "Spine-ToR congestion"), and a rank order that keeps ring neighbours in one rack keeps their
-flows off the fabric altogether. The racks, servers and orders are drawn per seed.
+flows off the fabric altogether. The racks, servers and orders are drawn per seed. A job
+whose 100 epochs end first keeps running its last pattern (unrecorded) until the other is done
+(``[sim] after_epochs = "continue"``), so both jobs' measured epochs share the network.
 
 (a) ring AllReduce + ring AllReduce; (b) recursive-doubling AllGather (job 1) + ring AllReduce
 (job 2). Each scenario runs three times with the same seeds: REACT on neither job (the baseline),
@@ -67,6 +69,9 @@ def scenario(case: str, seed: int, *, epochs: int) -> dict[str, Any]:
         "seed": seed,
         "connections": 4,
         "topology": {"name": "alibaba_fabric"},
+        # Jobs of different epoch lengths: the one done first keeps running (unrecorded), so
+        # the other's measured epochs share the network too.
+        "sim": {"after_epochs": "continue"},
         "jobs": jobs,
     }
 

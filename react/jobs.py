@@ -58,17 +58,37 @@ class Job:
                              "neither run_epochs (a stepped Backend) nor run_job (a TunedBackend)")
 
 
-def _sim_job(job: Job, run: JobRun, on_epoch: OnEpoch | None
-             ) -> Generator[simpy.Event, Any, None]:
+def _sim_job(job: Job, run: JobRun, on_epoch: OnEpoch | None,
+             others: _Others | None = None) -> Generator[simpy.Event, Any, None]:
     backend = job.backend
     assert isinstance(backend, SimBackend)
     loop = TuningLoop(job.pattern, job.controller)
+    pattern = job.pattern
     for epoch in range(job.epochs):
         pattern = loop.pattern_for(epoch)
         result = yield backend.env.process(backend.epoch(pattern))
         _record(job, run, loop, epoch, pattern, result, on_epoch)
     if backend.switch_cost_s or backend.switch_cost_epochs:
         run.info["switch_cost_s"] = list(backend.switch_costs_s)
+    if others is None:
+        return
+    others.finished += 1
+    if others.finished == others.jobs:
+        others.all_done.succeed()
+    extra = 0
+    while not others.all_done.triggered:  # keep loading the network, recording nothing
+        yield backend.env.process(backend.epoch(pattern))
+        extra += 1
+    run.info["epochs_after_own"] = extra
+
+
+@dataclass
+class _Others:
+    """Shared by simulated jobs that keep running until every job has finished its epochs."""
+
+    jobs: int
+    all_done: simpy.Event
+    finished: int = 0
 
 
 def _stepped_job(job: Job, run: JobRun, on_epoch: OnEpoch | None) -> None:
@@ -92,7 +112,8 @@ def _record(job: Job, run: JobRun, loop: TuningLoop, epoch: int, pattern: Patter
         run.decisions.append(decision)
 
 
-def run_jobs(jobs: Sequence[Job], *, on_epoch: OnEpoch | None = None) -> dict[str, JobRun]:
+def run_jobs(jobs: Sequence[Job], *, on_epoch: OnEpoch | None = None,
+             keep_running: bool = False) -> dict[str, JobRun]:
     """Run every job to its last epoch, all at once; return each job's record by name.
 
     Parameters
@@ -103,6 +124,11 @@ def run_jobs(jobs: Sequence[Job], *, on_epoch: OnEpoch | None = None) -> dict[st
     on_epoch : callable, optional
         Called as ``on_epoch(job_name, epoch)`` after each epoch (progress bars); from worker
         threads for real backends.
+    keep_running : bool
+        Simulator jobs only: a job whose epochs are done keeps running its last pattern,
+        unrecorded, until every job has finished its epochs (its ``info["epochs_after_own"]``
+        counts them), so that a job with short epochs still loads the network while a job with
+        long epochs is measured. Default False: each job stops after its own epochs.
     """
     if not jobs:
         raise ReactError("run_jobs: no jobs given")
@@ -118,9 +144,13 @@ def run_jobs(jobs: Sequence[Job], *, on_epoch: OnEpoch | None = None) -> dict[st
         env = jobs[0].backend.env  # type: ignore[union-attr]
         if any(j.backend.env is not env for j in jobs):  # type: ignore[union-attr]
             raise ReactError("run_jobs: all jobs must share one network (one SimPy environment)")
-        procs = [env.process(_sim_job(j, runs[j.name], on_epoch)) for j in jobs]
+        others = _Others(len(jobs), env.event()) if keep_running else None
+        procs = [env.process(_sim_job(j, runs[j.name], on_epoch, others)) for j in jobs]
         env.run(until=simpy.AllOf(env, procs))
         return runs
+    if keep_running:
+        raise ReactError("run_jobs: keep_running applies to simulator jobs only (real ranks and "
+                         "ns-3 stop after their own epochs)")
     return _run_threads(jobs, runs, on_epoch)
 
 

@@ -38,6 +38,10 @@ The file (every key is listed; anything else is an error)::
     switch_cost_epochs = 0.0         # ... plus this many times the previous epoch's time
     noise_sigma = 0.0                # relative noise on every flow's time (0 .. 0.3), seeded
                                      # from the scenario's seed
+    after_epochs = "stop"            # a job whose epochs are done while others still run:
+                                     # "stop", or "continue" its last pattern, unrecorded,
+                                     # until every job is done (jobs of different epoch
+                                     # lengths then share the network throughout)
 
     [gpu]                            # optional; used when the backend is "gpu"
     apply_delay_epochs = 5           # epochs a new pattern takes to reach every rank (§6.3)
@@ -239,6 +243,10 @@ class EmuSpec:
     timeout_s: float = 120.0
 
 
+AFTER_EPOCHS = ("stop", "continue")
+"""What a simulated job does once its epochs are done while other jobs still run."""
+
+
 @dataclass(frozen=True, slots=True)
 class SimSpec:
     """How the simulator runs a scenario's jobs (the ``[sim]`` table; react.backends.sim)."""
@@ -247,6 +255,7 @@ class SimSpec:
     switch_cost_s: float = 0.0
     switch_cost_epochs: float = 0.0
     noise_sigma: float = 0.0
+    after_epochs: str = "stop"
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,8 +515,9 @@ def _sim(t: _Table) -> SimSpec:
         switch_cost_s=t.number("switch_cost_s", d.switch_cost_s),
         switch_cost_epochs=t.number("switch_cost_epochs", d.switch_cost_epochs),
         noise_sigma=noise,
+        after_epochs=t.string("after_epochs", d.after_epochs, choices=AFTER_EPOCHS),
     )
-    t.done(("execution", "switch_cost_s", "switch_cost_epochs", "noise_sigma"))
+    t.done(("execution", "switch_cost_s", "switch_cost_epochs", "noise_sigma", "after_epochs"))
     return spec
 
 
@@ -809,7 +819,8 @@ def run_scenario(
 
     try:
         with open_jobs(scenario, react=react) as jobs:
-            return run_jobs(jobs, on_epoch=on_epoch)
+            keep = scenario.backend == "sim" and scenario.sim.after_epochs == "continue"
+            return run_jobs(jobs, on_epoch=on_epoch, keep_running=keep)
     except FlowsimError as exc:  # e.g. a background source timed before the start
         raise ScenarioError(f"{scenario.source}: {exc}") from None
 

@@ -152,3 +152,42 @@ def test_errors_in_a_job_thread_reach_the_caller():
     ring = allreduce_ring(4)
     with pytest.raises(ReactError, match="rank 2 failed"):
         run_jobs([Job("a", Broken(1.0), ring, 1), Job("b", FakeTuned(1.0), ring, 1)])
+
+
+def _sharing_jobs(keep_running):
+    """A short-epoch job (2 epochs) and a long one (6 epochs) whose ranks share host h0."""
+    net = Network(star(4))
+    short = Job("short", SimBackend(net, ["h0", "h1"], 4e6, connections=1),
+                allreduce_ring(2), 2)
+    long = Job("long", SimBackend(net, ["h0", "h2"], 40e6, connections=1),
+               allreduce_ring(2), 6)
+    return run_jobs([short, long], keep_running=keep_running)
+
+
+def test_keep_running_loads_the_network_until_every_job_is_done():
+    alone = run_jobs([Job("long", SimBackend(Network(star(4)), ["h0", "h2"], 40e6,
+                                             connections=1), allreduce_ring(2), 6)])["long"]
+    solo = alone.times_s()[-1]
+    stop, keep = _sharing_jobs(False), _sharing_jobs(True)
+    # Stopping: once the short job is done, the long job runs as if alone.
+    assert stop["long"].times_s()[-1] == pytest.approx(solo, rel=1e-12)
+    # Continuing: every epoch of the long job shares h0 with the short job's flows.
+    assert all(t > solo * 1.05 for t in keep["long"].times_s())
+    # The short job records the same epochs either way and says how many more it ran.
+    assert keep["short"].times_s() == stop["short"].times_s()
+    assert keep["short"].info["epochs_after_own"] > 0
+    assert keep["long"].info["epochs_after_own"] == 0
+
+
+def test_keep_running_is_refused_for_jobs_not_on_the_simulator():
+    @dataclass
+    class Stepped:
+        def run_epochs(self, pattern, epochs):
+            return [result(0)]
+
+        def close(self):
+            pass
+
+    tree = allreduce_double_binary_tree(4)
+    with pytest.raises(ReactError, match="keep_running applies to simulator jobs only"):
+        run_jobs([Job("a", Stepped(), tree, 1)], keep_running=True)

@@ -103,6 +103,7 @@ def test_base_scenario_parses_and_resolves_placement_and_endpoints():
          ["sim.execution", "'algorithm3'", "algorithm2, dataflow"]),
         ({"sim": {"noise_sigma": 0.5}}, ["sim.noise_sigma", "0.5", "[0, 0.3]"]),
         ({"sim": {"noise_sigma": -0.1}}, ["sim.noise_sigma", "-0.1", ">= 0"]),
+        ({"sim": {"after_epochs": "wait"}}, ["sim.after_epochs", "'wait'", "stop, continue"]),
         ({"sim": {"switch_cost_s": -1e-3}}, ["sim.switch_cost_s", "-0.001", ">= 0"]),
         ({"sim": {"switch_cost_epochs": "1"}}, ["sim.switch_cost_epochs", "'1'", "number"]),
         ({"sim": {"noise": 0.02}}, ["unknown key", "'sim.noise'", "noise_sigma"]),
@@ -240,3 +241,17 @@ def test_with_epochs_rejects_bad_counts():
     s = parse_scenario(BASE)
     with pytest.raises(ScenarioError, match="epochs must be a positive integer, got 0"):
         s.with_epochs(0)
+
+
+def test_after_epochs_continue_keeps_a_short_job_running_through_a_long_one():
+    doc = {"name": "two", "seed": 0, "connections": 1, "topology": {"name": "star", "n": 4},
+           "jobs": [{"name": "short", "collective": "allreduce_ring", "ranks": 2,
+                     "placement": ["h0", "h1"], "message_bytes": 4e6, "epochs": 2},
+                    {"name": "long", "collective": "allreduce_ring", "ranks": 2,
+                     "placement": ["h0", "h2"], "message_bytes": 40e6, "epochs": 6}]}
+    assert parse_scenario(doc).sim.after_epochs == "stop"
+    stop = run_scenario(parse_scenario(doc))
+    keep = run_scenario(parse_scenario({**doc, "sim": {"after_epochs": "continue"}}))
+    assert keep["short"].times_s() == stop["short"].times_s()
+    assert keep["long"].times_s()[-1] > stop["long"].times_s()[-1] * 1.05
+    assert keep["short"].info["epochs_after_own"] > 0
