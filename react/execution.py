@@ -179,8 +179,8 @@ def _algorithm2_gates(pattern: Pattern) -> Gates:
     if n == 0:
         return Gates("algorithm2", (), (), (), ())
     pos = {r: k for k, r in enumerate(pattern.ranks)}
-    graph_of = pattern.chunk_graph_of_chunk
-    graph = [graph_of(f.chunks[0]) for f in flows]
+    graph_of = {c: g for g, block in enumerate(pattern.chunk_graphs()) for c in block}
+    graph = [graph_of[f.chunks[0]] for f in flows]
     # Every operation twice over (a flow is its sender's and its receiver's), sorted by rank
     # position, chunk graph, step, flow.
     rank = np.array([pos[f.src] for f in flows] + [pos[f.dst] for f in flows], dtype=np.int64)
@@ -195,36 +195,50 @@ def _algorithm2_gates(pattern: Pattern) -> Gates:
     new_step = new_prog.copy()  # first operation of a step group
     new_step[1:] |= step2[1:] != step2[:-1]
     starts = np.flatnonzero(new_step)  # step group k holds entries starts[k]:starts[k + 1]
-    bounds = np.append(starts, 2 * n).tolist()
     first_in_prog = new_prog[starts]
     # A step group opens a gate when the next step group belongs to the same program.
     has_next = np.append(~first_in_prog[1:], False)
     gate_of = np.cumsum(has_next) - 1  # gate of step group k (valid where has_next[k])
     group = np.cumsum(new_step) - 1  # step group of each operation
-    flat = idx2.tolist()
-    ops = [tuple(flat[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]  # per group
+    ops = _slices(idx2, starts)  # the flows of each step group
     groups = np.flatnonzero(has_next).tolist()
     members = tuple([ops[k] for k in groups])
     released = tuple([ops[k + 1] for k in groups])
-    # Per flow, the gate its operation opens (its step group's) and the gate it waits for (the
-    # previous step group's), at most one of each per end: two slots, sorted, -1 when none.
+    # Per flow, the gate each of its two operations opens (its step group's) and waits for
+    # (the previous step group's); -1 for none.
     opens_g = np.where(has_next[group], gate_of[group], -1)
     waits_g = np.where(first_in_prog[group], -1, gate_of[group - 1])
-    opens_t = _two_per_flow(idx2, opens_g, n)
-    waits_t = _two_per_flow(idx2, waits_g, n)
-    return Gates("algorithm2", members, waits_t, opens_t, released)
+    where = np.empty(2 * n, dtype=np.int64)  # where each operation went in the sort
+    where[order] = np.arange(2 * n)
+    send, recv = where[:n], where[n:]
+    return Gates("algorithm2", members, _pairs(waits_g[send], waits_g[recv]),
+                 _pairs(opens_g[send], opens_g[recv]), released)
 
 
-def _two_per_flow(flow: np.ndarray, gate: np.ndarray, n: int) -> tuple[tuple[int, ...], ...]:
-    """Per flow, the sorted gates among the (flow, gate) pairs (each flow has two; -1: none)."""
-    pair = np.full((n, 2), -1, dtype=np.int64)
-    by_flow = np.argsort(flow, kind="stable")
-    pair.reshape(-1)[:] = gate[by_flow]  # each flow appears exactly twice
-    pair.sort(axis=1)
-    out: list[tuple[int, ...]] = list(zip(*pair.T.tolist(), strict=True))
-    for i, b in zip(np.flatnonzero(pair[:, 0] < 0).tolist(),
-                    pair[pair[:, 0] < 0, 1].tolist(), strict=True):
-        out[i] = () if b < 0 else (b,)
+def _slices(values: np.ndarray, starts: np.ndarray) -> list[tuple[int, ...]]:
+    """``values`` cut at ``starts`` into tuples; the tuples are built by ``zip`` per length."""
+    out: list[tuple[int, ...]] = [()] * starts.size
+    sizes = np.diff(np.append(starts, values.size))
+    for size in np.unique(sizes).tolist():
+        at = np.flatnonzero(sizes == size)
+        first = starts[at]
+        cols = [values[first + j].tolist() for j in range(size)]
+        for k, t in zip(at.tolist(), zip(*cols, strict=True), strict=True):
+            out[k] = t
+    return out
+
+
+def _pairs(x: np.ndarray, y: np.ndarray) -> tuple[tuple[int, ...], ...]:
+    """Per flow, the sorted tuple of the gates among ``x[i]``, ``y[i]`` that are not -1."""
+    lo, hi = np.minimum(x, y), np.maximum(x, y)
+    out: list[tuple[int, ...]] = [()] * x.size
+    two = lo >= 0
+    one = (hi >= 0) & ~two
+    for i, t in zip(np.flatnonzero(two).tolist(),
+                    zip(lo[two].tolist(), hi[two].tolist(), strict=True), strict=True):
+        out[i] = t
+    for i, t in zip(np.flatnonzero(one).tolist(), zip(hi[one].tolist()), strict=True):
+        out[i] = t
     return tuple(out)
 
 
