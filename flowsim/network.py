@@ -114,9 +114,10 @@ _SMALL_FLOWS = 24
 # way. Chosen by measurement (docs/benchmarks.md).
 _LIST_FLOWS = 192
 # Above _LIST_FLOWS, when at most this many rates changed, they are written by a Python loop
-# with scalar reads and writes (Network._apply_few) instead of a dozen vectorised calls: in the
-# 3-job what-ifs a re-solve of ~150 flows changes ~6 rates. Same arithmetic either way.
-_FEW_CHANGED = 48
+# with scalar reads and writes (Network._apply_few) instead of a dozen vectorised calls (about
+# 20 us whatever the count; the loop costs ~1-2 us per rate): in the 3-job what-ifs a re-solve
+# of ~150-190 flows changes 6-14 rates on average. Same arithmetic either way.
+_FEW_CHANGED = 16
 
 
 def _cap_bytes(where: str, rate_cap_bps: float) -> float | None:
