@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+import numpy as np
+
 from react.errors import ReactError
 from react.pattern import Pattern
 
@@ -136,27 +138,18 @@ def gates(pattern: Pattern, rule: str = DEFAULT_EXECUTION) -> Gates:
 
 
 def _build_gates(pattern: Pattern, rule: str) -> Gates:
+    if rule != "dataflow":
+        return _algorithm2_gates(pattern)
     n = len(pattern.flows)
     members: list[tuple[int, ...]] = []
     waits: list[list[int]] = [[] for _ in range(n)]
-    if rule == "dataflow":
-        deps = pattern.dependencies()
-        gate_of: dict[int, int] = {}
-        for j in sorted({j for d in deps for j in d}):
-            gate_of[j] = len(members)
-            members.append((j,))
-        for i, d in enumerate(deps):
-            waits[i] = [gate_of[j] for j in d]
-    else:
-        # The gates of :func:`rank_programs` (one per rank, chunk graph and pair of consecutive
-        # steps, numbered in that order), grouped here without building the programs: the
-        # controller builds gates for every candidate pattern it estimates.
-        for ops in _step_ops(pattern):
-            for before, after in zip(ops, ops[1:], strict=False):
-                g = len(members)
-                members.append(tuple(before))
-                for i in after:
-                    waits[i].append(g)
+    deps = pattern.dependencies()
+    gate_of: dict[int, int] = {}
+    for j in sorted({j for d in deps for j in d}):
+        gate_of[j] = len(members)
+        members.append((j,))
+    for i, d in enumerate(deps):
+        waits[i] = [gate_of[j] for j in d]
     opens: list[list[int]] = [[] for _ in range(n)]
     released: list[list[int]] = [[] for _ in members]
     for g, flows in enumerate(members):
@@ -170,19 +163,83 @@ def _build_gates(pattern: Pattern, rule: str) -> Gates:
                  tuple(tuple(o) for o in opens), tuple(tuple(r) for r in released))
 
 
-def _step_ops(pattern: Pattern) -> list[list[list[int]]]:
-    """Per rank (pattern order) and chunk graph (increasing): the flow indices each of its steps
-    sends or receives, steps in increasing order, indices increasing: what each
-    :class:`StepOps` of :func:`rank_programs` holds, sends and receives together."""
-    pos = {r: k for k, r in enumerate(pattern.ranks)}
+def _algorithm2_gates(pattern: Pattern) -> Gates:
+    """The Algorithm 2 gates, grouped with numpy sorts instead of Python dicts.
+
+    The gates of :func:`rank_programs`: one per rank, chunk graph and pair of consecutive steps
+    in which that rank has operations, numbered in that order (rank in pattern order, chunk
+    graph, step); a gate's members are the first step's operations, the flows released by it
+    the second step's. The controller builds gates for every candidate pattern it estimates
+    (tens of thousands of flows each for a ring of 128 ranks), so this runs on arrays: one
+    sort of the (rank, graph, step, flow) operations, then slices (the tests compare the
+    result with gates read off :func:`rank_programs`).
+    """
     flows = pattern.flows
-    per: dict[tuple[int, int], dict[int, list[int]]] = {}
-    for g in range(len(pattern.chunk_graphs())):
-        for i in pattern.flows_of_chunk_graph(g):
-            flow = flows[i]
-            per.setdefault((pos[flow.src], g), {}).setdefault(flow.step, []).append(i)
-            per.setdefault((pos[flow.dst], g), {}).setdefault(flow.step, []).append(i)
-    return [[ops for _t, ops in sorted(per[key].items())] for key in sorted(per)]
+    n = len(flows)
+    if n == 0:
+        return Gates("algorithm2", (), (), (), ())
+    pos = {r: k for k, r in enumerate(pattern.ranks)}
+    graph_of = {c: g for g, block in enumerate(pattern.chunk_graphs()) for c in block}
+    graph = [graph_of[f.chunks[0]] for f in flows]
+    # Every operation twice over (a flow is its sender's and its receiver's), sorted by rank
+    # position, chunk graph, step, flow.
+    rank = np.array([pos[f.src] for f in flows] + [pos[f.dst] for f in flows], dtype=np.int64)
+    step = np.array([f.step for f in flows], dtype=np.int64)
+    gr = np.array(graph, dtype=np.int64)
+    idx = np.arange(n, dtype=np.int64)
+    step2, gr2, idx2 = np.tile(step, 2), np.tile(gr, 2), np.tile(idx, 2)
+    order = np.lexsort((idx2, step2, gr2, rank))
+    rank, gr2, step2, idx2 = rank[order], gr2[order], step2[order], idx2[order]
+    new_prog = np.ones(2 * n, dtype=bool)  # first operation of a (rank, graph) program
+    new_prog[1:] = (rank[1:] != rank[:-1]) | (gr2[1:] != gr2[:-1])
+    new_step = new_prog.copy()  # first operation of a step group
+    new_step[1:] |= step2[1:] != step2[:-1]
+    starts = np.flatnonzero(new_step)  # step group k holds entries starts[k]:starts[k + 1]
+    first_in_prog = new_prog[starts]
+    # A step group opens a gate when the next step group belongs to the same program.
+    has_next = np.append(~first_in_prog[1:], False)
+    gate_of = np.cumsum(has_next) - 1  # gate of step group k (valid where has_next[k])
+    group = np.cumsum(new_step) - 1  # step group of each operation
+    ops = _slices(idx2, starts)  # the flows of each step group
+    groups = np.flatnonzero(has_next).tolist()
+    members = tuple([ops[k] for k in groups])
+    released = tuple([ops[k + 1] for k in groups])
+    # Per flow, the gate each of its two operations opens (its step group's) and waits for
+    # (the previous step group's); -1 for none.
+    opens_g = np.where(has_next[group], gate_of[group], -1)
+    waits_g = np.where(first_in_prog[group], -1, gate_of[group - 1])
+    where = np.empty(2 * n, dtype=np.int64)  # where each operation went in the sort
+    where[order] = np.arange(2 * n)
+    send, recv = where[:n], where[n:]
+    return Gates("algorithm2", members, _pairs(waits_g[send], waits_g[recv]),
+                 _pairs(opens_g[send], opens_g[recv]), released)
+
+
+def _slices(values: np.ndarray, starts: np.ndarray) -> list[tuple[int, ...]]:
+    """``values`` cut at ``starts`` into tuples; the tuples are built by ``zip`` per length."""
+    out: list[tuple[int, ...]] = [()] * starts.size
+    sizes = np.diff(np.append(starts, values.size))
+    for size in np.unique(sizes).tolist():
+        at = np.flatnonzero(sizes == size)
+        first = starts[at]
+        cols = [values[first + j].tolist() for j in range(size)]
+        for k, t in zip(at.tolist(), zip(*cols, strict=True), strict=True):
+            out[k] = t
+    return out
+
+
+def _pairs(x: np.ndarray, y: np.ndarray) -> tuple[tuple[int, ...], ...]:
+    """Per flow, the sorted tuple of the gates among ``x[i]``, ``y[i]`` that are not -1."""
+    lo, hi = np.minimum(x, y), np.maximum(x, y)
+    out: list[tuple[int, ...]] = [()] * x.size
+    two = lo >= 0
+    one = (hi >= 0) & ~two
+    for i, t in zip(np.flatnonzero(two).tolist(),
+                    zip(lo[two].tolist(), hi[two].tolist(), strict=True), strict=True):
+        out[i] = t
+    for i, t in zip(np.flatnonzero(one).tolist(), zip(hi[one].tolist()), strict=True):
+        out[i] = t
+    return tuple(out)
 
 
 def flow_dependencies(pattern: Pattern, rule: str = DEFAULT_EXECUTION
