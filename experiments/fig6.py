@@ -6,8 +6,9 @@ hosts h8..h15, its ranks in a random order (as a scheduler that fragments GPUs w
 Both move 20 MB per epoch for 100 epochs, back to back; the ring, whose epochs are shorter, keeps
 running its last pattern (unrecorded) until the tree is done (``[sim] after_epochs =
 "continue"``), so both jobs' measured epochs share the servers. The mean algorithm bandwidth of
-each job after epoch 25 is compared between REACT on both jobs and REACT on neither (same seeds). A shared
-server's link carries both jobs' flows, which is the only contention: there is no other traffic.
+each job after epoch 25 is compared between REACT on both jobs and REACT on neither (same
+seeds). A shared server's link carries both jobs' flows, which is the only contention: there is
+no other traffic.
 
 ``--react-on tree`` (or ``ring``) runs REACT on that job alone against the same baseline: it
 separates what a job's own controller does for it from what the other job's controller does to

@@ -114,7 +114,7 @@ _SMALL_FLOWS = 24
 # way. Chosen by measurement (docs/benchmarks.md).
 _LIST_FLOWS = 192
 # Above _LIST_FLOWS, when at most this many rates changed, they are written by a Python loop
-# with scalar reads and writes (Network._apply_few) instead of a dozen vectorised calls (about
+# with scalar reads and writes (Network._apply_rates) instead of a dozen vectorised calls (about
 # 20 us whatever the count; the loop costs ~1-2 us per rate): in the 3-job what-ifs a re-solve
 # of ~150-190 flows changes 6-14 rates on average. Same arithmetic either way.
 _FEW_CHANGED = 16
@@ -729,7 +729,7 @@ class Network:
             rates = np.asarray(rates)
             changed = (rates != self._rate[solve_a]).nonzero()[0]
             if changed.size <= _FEW_CHANGED:
-                self._apply_few(now, solve_a[changed].tolist(), rates[changed].tolist())
+                self._apply_rates(now, solve_a[changed].tolist(), rates[changed].tolist())
             else:
                 self._apply_arrays(now, solve_a, rates)
         self._arrivals = []
@@ -911,27 +911,31 @@ class Network:
         return rates, self._outside_filled(links, comp, thr) if links else []
 
     def _apply_rates(self, now: float, solve: list[int], rates: list[float]) -> None:
-        """Give the flows in ``solve`` their new ``rates``; per-flow state in the lists.
+        """Give the flows in ``solve`` their new ``rates`` with a Python loop.
 
-        A Python loop: at up to a few hundred running flows only a few dozen rates change per
-        re-solve, and a loop over them (with scalar writes into the arrays the numpy selection
-        reads) costs less than numpy's per-call overhead on each of the arrays a vectorised
-        update touches. The arithmetic is the arrays' (IEEE doubles either way), so the result
-        does not depend on which update ran.
+        At up to a few hundred running flows only a few dozen rates change per re-solve, and a
+        loop over them (with scalar writes into the arrays the numpy selection reads) costs less
+        than numpy's per-call overhead on each of the arrays a vectorised update touches. The
+        per-flow time, sent and left bytes are read and written where they live: the lists in
+        list mode, the arrays above it (:data:`_FEW_CHANGED`). The arithmetic is the same IEEE
+        doubles either way, so the result does not depend on which update ran.
         """
+        if self._lists_mode:
+            t0, sent, left_of = self._t0l, self._sentl, self._leftl
+        else:
+            t0, sent, left_of = self._t0, self._sent, self._left
         lv, rt, wt, meta, load = self._lv, self._rt, self._wt, self._meta, self._load
         valid = self._loads_valid
-        t0l, sentl, leftl, rate_a, level_a, end_a = (
-            self._t0l, self._sentl, self._leftl, self._rate, self._level, self._end)
+        rate_a, level_a, end_a = self._rate, self._level, self._end
         inf = math.inf
         for s, r in zip(solve, rates, strict=True):
             old = rt[s]
             if r != old:
                 # A new flow's rate is -1 but its t0 is now: it moved -0.0 bytes, a no-op.
-                moved = old * (now - t0l[s])
-                sentl[s] += moved
-                leftl[s] = left = leftl[s] - moved
-                t0l[s] = now
+                moved = old * (now - float(t0[s]))
+                sent[s] += moved
+                left_of[s] = left = float(left_of[s]) - moved
+                t0[s] = now
                 rt[s] = rate_a[s] = r
                 lv[s] = level_a[s] = r / wt[s]
                 end_a[s] = now + left / r if r > 0 else inf
@@ -939,33 +943,6 @@ class Network:
                     delta = r - old if old > 0 else r
                     for lk in meta[s].links:  # type: ignore[union-attr]
                         load[lk] += delta
-
-    def _apply_few(self, now: float, solve: list[int], rates: list[float]) -> None:
-        """:meth:`_apply_rates` with the per-flow state in the arrays: scalar reads and writes.
-
-        For the few rates that change in most re-solves, a loop costs less than the dozen
-        vectorised calls of :meth:`_apply_arrays`. Same arithmetic (IEEE doubles either way),
-        so the result does not depend on which update ran. ``solve`` holds changed flows only.
-        """
-        lv, rt, wt, meta, load = self._lv, self._rt, self._wt, self._meta, self._load
-        valid = self._loads_valid
-        t0_a, sent_a, left_a, rate_a, level_a, end_a = (
-            self._t0, self._sent, self._left, self._rate, self._level, self._end)
-        inf = math.inf
-        for s, r in zip(solve, rates, strict=True):
-            old = rt[s]
-            # A new flow's rate is -1 but its t0 is now: it moved -0.0 bytes, a no-op.
-            moved = old * (now - float(t0_a[s]))
-            sent_a[s] += moved
-            left_a[s] = left = float(left_a[s]) - moved
-            t0_a[s] = now
-            rt[s] = rate_a[s] = r
-            lv[s] = level_a[s] = r / wt[s]
-            end_a[s] = now + left / r if r > 0 else inf
-            if valid:
-                delta = r - old if old > 0 else r
-                for lk in meta[s].links:  # type: ignore[union-attr]
-                    load[lk] += delta
 
     def _apply_arrays(self, now: float, solve: np.ndarray, rates: np.ndarray) -> None:
         """Give the flows in ``solve`` their new ``rates``; per-flow state in the arrays."""

@@ -7,11 +7,12 @@ import sys
 import textwrap
 
 import pytest
+from engine_regimes import every_regime, small_leaf_spine
 
 from flowsim.errors import FlowError, RoutingError, UnknownLinkError, UnknownNodeError
 from flowsim.maxmin import max_min_rates
 from flowsim.network import Network
-from flowsim.topologies import leaf_spine, star
+from flowsim.topologies import star
 
 GBPS = 1e9
 US = 1e-6
@@ -219,11 +220,7 @@ def test_network_explicit_path_is_used(net):
 # -- incremental re-solve agrees with a solve from scratch -----------------------------------
 
 
-@pytest.mark.parametrize(
-    "small_flows,list_flows",
-    [(None, None), (0, 10**9), (0, 0), (4, 8)],
-    ids=["default", "numpy-solve-list-state", "numpy-only", "switching"],
-)
+@every_regime
 @pytest.mark.parametrize("seed", range(6))
 def test_network_rates_match_a_fresh_solve_after_every_change(seed, small_flows, list_flows):
     # Random arrivals (some weighted, some long-lived), stops and capacity changes on a small
@@ -232,12 +229,7 @@ def test_network_rates_match_a_fresh_solve_after_every_change(seed, small_flows,
     # solve with the per-flow state in lists, numpy only, and thresholds of 4 and 8 flows, so
     # that the engine switches between all three during the run.
     rng = random.Random(seed)
-    topo = leaf_spine(leaves=3, spines=2, hosts_per_leaf=3)
-    network = Network(topo, seed=seed)
-    if small_flows is not None:
-        network._small_flows = small_flows
-    if list_flows is not None:
-        network._list_flows = list_flows
+    topo, network = small_leaf_spine(seed, small_flows, list_flows)
     hosts = topo.hosts
     checked = []
 

@@ -5,10 +5,11 @@ import math
 import random
 
 import pytest
+from engine_regimes import every_regime, small_leaf_spine
 
 from flowsim.errors import FlowError
 from flowsim.network import Network
-from flowsim.topologies import leaf_spine, star
+from flowsim.topologies import star
 
 GBPS = 1e9
 US = 1e-6
@@ -144,22 +145,13 @@ def check_max_min_with_caps(flows, caps_bps, link_caps_bps):
         assert bottleneck, f"flow {f.flow_id} is below its cap {cap} and has no bottleneck"
 
 
-@pytest.mark.parametrize(
-    "small_flows,list_flows",
-    [(None, None), (0, 10**9), (0, 0), (4, 8)],
-    ids=["default", "numpy-solve-list-state", "numpy-only", "switching"],
-)
+@every_regime
 @pytest.mark.parametrize("seed", range(4))
 def test_rates_with_caps_are_max_min_after_every_change(seed, small_flows, list_flows):
     # Random arrivals (some capped, some weighted, some long-lived), cap changes, stops and
     # link capacity changes on a small leaf-spine, in every re-solve regime of the engine.
     rng = random.Random(seed)
-    topo = leaf_spine(leaves=3, spines=2, hosts_per_leaf=3)
-    network = Network(topo, seed=seed)
-    if small_flows is not None:
-        network._small_flows = small_flows
-    if list_flows is not None:
-        network._list_flows = list_flows
+    topo, network = small_leaf_spine(seed, small_flows, list_flows)
     hosts = topo.hosts
     caps: dict[int, float] = {}
     checked = []
