@@ -67,7 +67,7 @@ from react.backends.base import EpochResult
 from react.critical import critical_path
 from react.detect import CongestionReport, detect_congestion
 from react.errors import ReactError
-from react.estimate import UNSEEN_RULES, FctHistory, FctModel
+from react.estimate import CONCURRENCY_RULES, UNSEEN_RULES, FctHistory, FctModel
 from react.pattern import Flow, Pattern
 from react.swapspace import Direction, ReplayCache, SwapSpace
 from react.transforms import Swap
@@ -118,6 +118,11 @@ class ControllerConfig:
     unseen_pairs : str
         How the estimate prices a never-observed (src, dst) pair: ``"links"`` (from its
         endpoints' observed links, default) or ``"degree_median"`` (the paper's rule).
+    concurrency : str
+        Which flows the estimate takes a flow to share its sender's and receiver's links with:
+        ``"step"``, those of its step in every chunk graph (the paper's "node degrees"), or
+        ``"schedule"``, those that overlap it in time, observed and, for a candidate, in the
+        schedule its predicted FCTs give (:mod:`react.estimate`).
     search_width : int
         Patterns kept at each depth of the exploration's beam search (4): at each depth ``Kt``
         single swaps of congested ranks are estimated, split over the beam's patterns, and
@@ -149,6 +154,7 @@ class ControllerConfig:
     picture_overlap: float = 0.5
     size_aware_detection: bool = True
     unseen_pairs: str = "links"
+    concurrency: str = "step"
     search_width: int = 4
     reexplore_epochs: int = 30
     apply_delay_epochs: int = 0
@@ -182,6 +188,11 @@ class ControllerConfig:
             raise ConfigError(
                 "ControllerConfig: size_aware_detection must be true or false, got "
                 f"{self.size_aware_detection!r}"
+            )
+        if self.concurrency not in CONCURRENCY_RULES:
+            raise ConfigError(
+                f"ControllerConfig: concurrency must be one of {list(CONCURRENCY_RULES)}, got "
+                f"{self.concurrency!r}"
             )
         if self.unseen_pairs not in UNSEEN_RULES:
             raise ConfigError(
@@ -296,7 +307,8 @@ class Controller:
         self.config = config or ControllerConfig()
         self.pattern = pattern
         self.decisions: list[Decision] = []
-        self._history = FctHistory(self.config.history_epochs, unseen=self.config.unseen_pairs)
+        self._history = FctHistory(self.config.history_epochs, unseen=self.config.unseen_pairs,
+                                   concurrency=self.config.concurrency)
         self._rng = np.random.default_rng(self.config.seed)
         self._spaces: OrderedDict[tuple[Flow, ...], SwapSpace] = OrderedDict()
         self._replays = ReplayCache(4 * self._SPACES_CACHED)

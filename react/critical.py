@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from react.errors import ReactError
-from react.execution import DEFAULT_EXECUTION, gates
+from react.execution import DEFAULT_EXECUTION, Gates, gates
 from react.pattern import Pattern
 
 
@@ -43,18 +43,48 @@ def critical_path(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,
     execution : {"algorithm2", "dataflow"}
         The execution rule whose waits make the chains (:mod:`react.execution`).
     """
+    weights = _weights(pattern, fct_s)
+    gs = gates(pattern, execution)
+    if not pattern.flows:
+        return CriticalPath((), 0.0)
+    _begin, finish, before = _forward(gs, weights.tolist())
+    n = len(finish)
+    last = max(range(n), key=lambda i: (finish[i], -i))
+    chain = [last]
+    while before[chain[-1]] >= 0:
+        chain.append(before[chain[-1]])
+    return CriticalPath(tuple(reversed(chain)), float(finish[last]))
+
+
+def schedule(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,
+             execution: str = DEFAULT_EXECUTION) -> tuple[np.ndarray, np.ndarray]:
+    """When each flow starts and ends if it starts as soon as its rule allows and takes its FCT.
+
+    Returns ``(start_s, end_s)`` in pattern order; ``end_s.max()`` is the critical path's length.
+    The controller's estimate uses it to see which predicted flows overlap in time.
+    """
+    weights = _weights(pattern, fct_s)
+    gs = gates(pattern, execution)
+    begin, finish, _before = _forward(gs, weights.tolist())
+    return np.array(begin, dtype=np.float64), np.array(finish, dtype=np.float64)
+
+
+def _weights(pattern: Pattern, fct_s: Sequence[float] | np.ndarray) -> np.ndarray:
     weights = np.asarray(fct_s, dtype=np.float64)
     if weights.shape != (len(pattern.flows),):
         raise ReactError(
             f"critical_path: expected {len(pattern.flows)} flow weights, got shape {weights.shape}"
         )
-    gs = gates(pattern, execution)
-    if not pattern.flows:
-        return CriticalPath((), 0.0)
     if np.any(~np.isfinite(weights)) or np.any(weights < 0):
         raise ReactError("critical_path: flow weights must be finite and non-negative")
-    w = weights.tolist()
+    return weights
+
+
+def _forward(gs: Gates, w: list[float]) -> tuple[list[float], list[float], list[int]]:
+    """One pass in flow order: each flow's start and end, and the flow whose end let it start
+    (-1: none)."""
     n = len(w)
+    begin = [0.0] * n
     finish = [0.0] * n
     before = [-1] * n
     # A gate's opening time and the member that opened it (the lowest index among the last).
@@ -67,16 +97,12 @@ def critical_path(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,
             t, j = opened[g], opener[g]
             if t > start or (t == start and 0 <= j < first):
                 start, first = t, j
-        before[i] = first
+        before[i], begin[i] = first, start
         end = finish[i] = start + w[i]
         for g in gs.opens[i]:
             if end > opened[g]:
                 opened[g], opener[g] = end, i
-    last = max(range(n), key=lambda i: (finish[i], -i))
-    chain = [last]
-    while before[chain[-1]] >= 0:
-        chain.append(before[chain[-1]])
-    return CriticalPath(tuple(reversed(chain)), float(finish[last]))
+    return begin, finish, before
 
 
 def estimated_time(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,

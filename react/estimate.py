@@ -42,12 +42,17 @@ from typing import NamedTuple
 import numpy as np
 
 from react.backends.base import EpochResult
+from react.critical import schedule
 from react.detect import flow_degrees
 from react.errors import ReactError
 from react.pattern import Flow, Pattern
 
 UNSEEN_RULES = ("links", "degree_median")
 """How :class:`FctModel` prices a never-observed (src, dst) pair (module docstring)."""
+
+CONCURRENCY_RULES = ("step", "schedule")
+"""How many flows a flow is taken to share its sender's and receiver's links with (module
+docstring): those of its step, or those that overlap it in time."""
 
 
 class _Observation(NamedTuple):
@@ -57,29 +62,42 @@ class _Observation(NamedTuple):
     degree: int
     size_bytes: float
     fct_s: float
-    out_degree: int = 1  # flows out of src at the flow's step (all chunk graphs)
-    in_degree: int = 1  # flows into dst at the flow's step
+    out_degree: float = 1  # flows out of src at the flow's step (all chunk graphs), or in time
+    in_degree: float = 1  # flows into dst at the flow's step, or in time
+
+    def share(self, concurrency: str) -> float:
+        """The number of flows its bytes were divided among: its unit cost's divisor."""
+        return self.degree if concurrency == "step" else max(self.out_degree, self.in_degree)
 
 
 class FctHistory:
     """The FCT observations of the last ``history_epochs`` epochs, whatever pattern ran them."""
 
-    def __init__(self, history_epochs: int = 60, *, unseen: str = "links") -> None:
+    def __init__(self, history_epochs: int = 60, *, unseen: str = "links",
+                 concurrency: str = "step") -> None:
         if not (isinstance(history_epochs, int) and history_epochs >= 1):
             raise ReactError(
                 f"FctHistory: history_epochs must be a positive integer, got {history_epochs!r}"
             )
         if unseen not in UNSEEN_RULES:
             raise ReactError(f"FctHistory: unseen must be one of {UNSEEN_RULES}, got {unseen!r}")
+        if concurrency not in CONCURRENCY_RULES:
+            raise ReactError(f"FctHistory: concurrency must be one of {CONCURRENCY_RULES}, got "
+                             f"{concurrency!r}")
         self._epochs: deque[tuple[_Observation, ...]] = deque(maxlen=history_epochs)
         self._model: FctModel | None = None
         self._unseen = unseen
+        self._concurrency = concurrency
 
     def add(self, pattern: Pattern, batch: Sequence[EpochResult]) -> None:
         """Record every flow of every epoch in ``batch`` (all run with ``pattern``)."""
         degrees = flow_degrees(pattern).tolist()
         sides = _side_degrees(pattern)
         for result in batch:
+            if self._concurrency == "schedule":
+                sides = _overlap_sharing(
+                    pattern, [t.start_s for t in result.flows], [t.end_s for t in result.flows],
+                    [t.size_bytes > 0 for t in result.flows])
             self._epochs.append(
                 tuple(
                     _Observation(t.flow.src, t.flow.dst, degrees[i], t.size_bytes,
@@ -97,28 +115,38 @@ class FctHistory:
         """The estimator over the current history (cached until the next :meth:`add`)."""
         if self._model is None:
             self._model = FctModel([obs for epoch in self._epochs for obs in epoch],
-                                   unseen=self._unseen)
+                                   unseen=self._unseen, concurrency=self._concurrency)
         return self._model
 
 
 class FctModel:
     """Predicts FCTs of flows of any pattern from a fixed set of observations.
 
-    ``unseen`` chooses how a never-observed ``(src, dst)`` pair is priced (module docstring).
+    ``unseen`` chooses how a never-observed ``(src, dst)`` pair is priced, ``concurrency`` how
+    many flows a flow shares its links with (module docstring).
     """
 
-    def __init__(self, observations: Sequence[_Observation], *, unseen: str = "links") -> None:
+    _SCHEDULE_PASSES = 4
+    """Rounds of pricing flows at the overlaps of the previous round's schedule."""
+
+    def __init__(self, observations: Sequence[_Observation], *, unseen: str = "links",
+                 concurrency: str = "step") -> None:
         if not observations:
             raise ReactError("FctModel: no observations yet; run at least one epoch first")
         if unseen not in UNSEEN_RULES:
             raise ReactError(
                 f"FctModel: unseen must be one of {UNSEEN_RULES}, got {unseen!r}"
             )
+        if concurrency not in CONCURRENCY_RULES:
+            raise ReactError(
+                f"FctModel: concurrency must be one of {CONCURRENCY_RULES}, got {concurrency!r}"
+            )
+        self._concurrency = concurrency
         pair_costs: dict[tuple[int, int], list[float]] = {}
         per_degree: dict[int, list[float]] = {}
         units = []
         for obs in observations:
-            unit = obs.fct_s / (obs.size_bytes * obs.degree)
+            unit = obs.fct_s / (obs.size_bytes * obs.share(concurrency))
             pair_costs.setdefault((obs.src, obs.dst), []).append(unit)
             per_degree.setdefault(obs.degree, []).append(obs.fct_s / obs.size_bytes)
             units.append(unit)
@@ -129,6 +157,8 @@ class FctModel:
         self._capacity = 0.0
         self._out_load: dict[int, float] = {}
         self._in_load: dict[int, float] = {}
+        self._out_seen_k: dict[int, float] = {}
+        self._in_seen_k: dict[int, float] = {}
         self._path_per_byte = 0.0
         self._pair_excess: dict[tuple[int, int], float] = {}
         if unseen == "links":
@@ -150,16 +180,31 @@ class FctModel:
         if not seen:
             return
         capacity = max(max(b * obs.out_degree, b * obs.in_degree) for obs, b in seen)
-        outs: dict[int, dict[int, float]] = {}
-        ins: dict[int, dict[int, float]] = {}
+        if self._concurrency == "schedule":
+            # b * k overstates C when a flow's link mates were held back elsewhere (max-min
+            # gives it their unused share); a flow that ran alone on both links got C / (1 + q)
+            # exactly, so the fastest of those is the best reading of C when there is one.
+            alone = [b for obs, b in seen if max(obs.out_degree, obs.in_degree) < 1.0 + 1e-6]
+            if alone:
+                capacity = max(alone)
+        # Per link, per other end: (competing load q, the job's flows k on it then), the
+        # reading with the least q kept.
+        outs: dict[int, dict[int, tuple[float, float]]] = {}
+        ins: dict[int, dict[int, tuple[float, float]]] = {}
         for obs, b in seen:
             out = outs.setdefault(obs.src, {})
-            out[obs.dst] = min(out.get(obs.dst, math.inf), capacity / b - obs.out_degree)
+            reading = (capacity / b - obs.out_degree, obs.out_degree)
+            out[obs.dst] = min(out.get(obs.dst, reading), reading)
             into = ins.setdefault(obs.dst, {})
-            into[obs.src] = min(into.get(obs.src, math.inf), capacity / b - obs.in_degree)
+            reading = (capacity / b - obs.in_degree, obs.in_degree)
+            into[obs.src] = min(into.get(obs.src, reading), reading)
         self._capacity = capacity
-        self._out_load = {r: max(0.0, min(v.values())) for r, v in outs.items() if len(v) >= 2}
-        self._in_load = {r: max(0.0, min(v.values())) for r, v in ins.items() if len(v) >= 2}
+        least_out = {r: min(v.values()) for r, v in outs.items() if len(v) >= 2}
+        least_in = {r: min(v.values()) for r, v in ins.items() if len(v) >= 2}
+        self._out_load = {r: max(0.0, q) for r, (q, _k) in least_out.items()}
+        self._in_load = {r: max(0.0, q) for r, (q, _k) in least_in.items()}
+        self._out_seen_k = {r: k for r, (_q, k) in least_out.items()}
+        self._in_seen_k = {r: k for r, (_q, k) in least_in.items()}
         excess: dict[tuple[int, int], list[float]] = {}
         for obs, _b in seen:
             rate = self._link_rate(obs.src, obs.dst, obs.out_degree, obs.in_degree)
@@ -170,63 +215,147 @@ class FctModel:
         if excess:
             self._path_per_byte = statistics.fmean(self._pair_excess.values())
 
-    def _link_rate(self, src: int, dst: int, out_degree: int, in_degree: int) -> float | None:
+    def _link_rate(self, src: int, dst: int, out_degree: float,
+                   in_degree: float) -> float | None:
         """The rate the fitted links give a flow src -> dst at these degrees (None: unknown)."""
         rates = []
         if src in self._out_load:
-            rates.append(self._capacity / (out_degree + self._out_load[src]))
+            rates.append(self._rate(self._out_load[src], self._out_seen_k[src], out_degree))
         if dst in self._in_load:
-            rates.append(self._capacity / (in_degree + self._in_load[dst]))
+            rates.append(self._rate(self._in_load[dst], self._in_seen_k[dst], in_degree))
         return min(rates) if rates else None
 
+    def _rate(self, load: float, seen_k: float, k: float) -> float:
+        """A flow's rate on a link with competing ``load`` (read with ``seen_k`` job flows on it)
+        when ``k`` job flows share it.
+
+        A slow link is either shared with ``q`` competing flows (each flow gets ``C / (k + q)``)
+        or of less capacity (``C'`` divided by ``k``); one reading cannot tell them apart. With
+        ``concurrency="schedule"`` the estimate takes the slower of the two at ``k``, so a
+        degraded link is not priced as if more of the job's flows could share it cheaply.
+        """
+        rate = self._capacity / (k + load)
+        if self._concurrency == "schedule" and load > 0:
+            rate = min(rate, self._capacity * seen_k / ((seen_k + load) * k))
+        return rate
+
     def flow_fct(self, flow: Flow, degree: int, size_bytes: float, *,
-                 out_degree: int | None = None, in_degree: int | None = None) -> float:
+                 out_degree: float | None = None, in_degree: float | None = None,
+                 share: float | None = None) -> float:
         """Estimated FCT of ``flow`` carrying ``size_bytes`` at degree ``degree``.
 
-        ``out_degree`` / ``in_degree``: flows sharing its sender's / receiver's link at its step
-        (default ``degree``), used to price an unseen pair from its endpoints' links.
+        ``out_degree`` / ``in_degree``: flows sharing its sender's / receiver's link (default
+        ``degree``), used to price a pair from its endpoints' links; ``share``: the number of
+        flows its bytes are divided among, which scales a seen pair's unit cost (default
+        ``degree``; the larger of the two with ``concurrency="schedule"``).
         """
+        out_degree = out_degree or degree
+        in_degree = in_degree or degree
+        share = share or degree
         pair = (flow.src, flow.dst)
         if flow.src in self._out_load and flow.dst in self._in_load:
             # Both links rated: their rate at the new degrees, plus this pair's own excess over
             # its links' prediction when it was seen (its path), else the mean excess.
-            rate = self._link_rate(flow.src, flow.dst, out_degree or degree,
-                                   in_degree or degree)
+            rate = self._link_rate(flow.src, flow.dst, out_degree, in_degree)
             assert rate is not None
             return size_bytes * (1.0 / rate
                                  + self._pair_excess.get(pair, self._path_per_byte))
         unit = self._pair_unit.get(pair)
         if unit is not None:
-            return unit * size_bytes * degree
-        rate = self._link_rate(flow.src, flow.dst, out_degree or degree, in_degree or degree)
+            return unit * size_bytes * share
+        rate = self._link_rate(flow.src, flow.dst, out_degree, in_degree)
         if rate is not None:
             return size_bytes * (1.0 / rate + self._path_per_byte)
         per_byte = self._degree_per_byte.get(degree)
         if per_byte is not None:
             return per_byte * size_bytes
-        return self._median_unit * size_bytes * degree
+        return self._median_unit * size_bytes * share
 
     def pattern_fcts(self, pattern: Pattern, message_bytes: float) -> np.ndarray:
-        """Estimated FCT of every flow of ``pattern`` (pattern order)."""
+        """Estimated FCT of every flow of ``pattern`` (pattern order).
+
+        With ``concurrency="schedule"`` the flows are first priced at their step's degrees, then
+        repriced at the overlaps of the schedule those FCTs give, a few rounds: flows of
+        different steps of different chunk graphs that run at the same time share their links.
+        """
         # The controller estimates many patterns that differ from each other in a few flows, so
         # each flow's estimate is kept by what it depends on (ends, degrees, bytes).
         # A flow's bytes depend on its chunks, the chunks' fractions and the message.
-        degrees = pattern.degrees()
         memo = self._memo.setdefault((pattern.chunks, message_bytes), {})
+        sides = _side_degrees(pattern)
+        classes = [max(o, i) for o, i in sides]  # flow_degrees' class
+        fcts = self._priced(pattern, message_bytes, sides, classes, memo)
+        if self._concurrency == "schedule":
+            live = [f.chunks != () and pattern.flow_bytes(f, message_bytes) > 0
+                    for f in pattern.flows]
+            for _round in range(self._SCHEDULE_PASSES):
+                start, end = schedule(pattern, fcts)
+                overlap = [(round(o, 3), round(i, 3))
+                           for o, i in _overlap_sharing(pattern, start, end, live)]
+                fcts = self._priced(pattern, message_bytes, overlap, classes, memo)
+        return fcts
+
+    def _priced(self, pattern: Pattern, message_bytes: float,
+                sides: Sequence[tuple[float, float]], classes: Sequence[int],
+                memo: dict[tuple[object, ...], float]) -> np.ndarray:
+        """Each flow's FCT when it shares its sender's and receiver's links as ``sides`` say."""
         fcts = []
-        for f in pattern.flows:
-            out_degree = degrees[(f.step, f.src)][1]
-            in_degree = degrees[(f.step, f.dst)][0]
-            key = (f.src, f.dst, f.chunks, out_degree, in_degree)
+        for f, (out_degree, in_degree), degree in zip(pattern.flows, sides, classes,
+                                                      strict=True):
+            key = (f.src, f.dst, f.chunks, degree, out_degree, in_degree)
             fct = memo.get(key)
             if fct is None:
                 fct = memo[key] = self.flow_fct(
-                    f, max(out_degree, in_degree),  # flow_degrees' class
-                    pattern.flow_bytes(f, message_bytes),
+                    f, degree, pattern.flow_bytes(f, message_bytes),
                     out_degree=out_degree, in_degree=in_degree,
+                    share=max(out_degree, in_degree),
                 )
             fcts.append(fct)
         return np.array(fcts)
+
+
+def _overlap_sharing(pattern: Pattern, start: Sequence[float], end: Sequence[float],
+                     live: Sequence[bool]) -> list[tuple[float, float]]:
+    """For each flow: among how many flows its sender's and its receiver's link were divided.
+
+    A link shared fairly by ``k(t)`` flows gives each ``C / k(t)``, so over a flow's run its
+    mean rate is ``C`` times the time-average of ``1 / k(t)``; the flow's *effective* sharing is
+    the inverse of that average (1 alone, 2 with another flow throughout, 4/3 with another for
+    half its time). ``k(t)`` counts the ``live`` flows out of the same sender (into the same
+    receiver) running at ``t``; a flow of zero duration gets its instant's count.
+    """
+    outs: dict[int, list[int]] = {}
+    ins: dict[int, list[int]] = {}
+    for i, f in enumerate(pattern.flows):
+        if live[i]:
+            outs.setdefault(f.src, []).append(i)
+            ins.setdefault(f.dst, []).append(i)
+    out = []
+    for i, f in enumerate(pattern.flows):
+        if not live[i]:
+            out.append((1.0, 1.0))
+            continue
+        out.append((_effective_sharing(i, outs[f.src], start, end),
+                    _effective_sharing(i, ins[f.dst], start, end)))
+    return out
+
+
+def _effective_sharing(i: int, group: Sequence[int], start: Sequence[float],
+                       end: Sequence[float]) -> float:
+    s, e = start[i], end[i]
+    others = [(start[j], end[j]) for j in group if j != i and start[j] < e and end[j] > s]
+    if not others:
+        return 1.0
+    if e <= s:  # an instant: the flows running then
+        return 1.0 + sum(1 for a, b in others if a <= s < b)
+    cuts = sorted({s, e, *(a for a, _b in others if s < a < e),
+                   *(b for _a, b in others if s < b < e)})
+    inverse = 0.0
+    for a, b in zip(cuts, cuts[1:]):
+        mid = 0.5 * (a + b)
+        k = 1 + sum(1 for x, y in others if x <= mid < y)
+        inverse += (b - a) / k
+    return (e - s) / inverse
 
 
 def _side_degrees(pattern: Pattern) -> list[tuple[int, int]]:
