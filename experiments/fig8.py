@@ -30,6 +30,7 @@ import numpy as np
 
 from flowsim.routing import Router
 from flowsim.topologies import fat_tree
+from react.estimate import CONCURRENCY_RULES
 from react.outdir import experiment_dirs, variant_name
 from react.plots import run_and_plot
 from react.sweep import scenario_points
@@ -66,8 +67,10 @@ def candidate_links(seed: int, *, k: int = K) -> list[str]:
 
 
 def scenario(failed: int, capacity_gbps: float, seed: int, *, epochs: int,
-             candidates: Sequence[str] | None = None) -> dict[str, Any]:
-    """One point: ``failed`` links drawn among the job's usable links, at ``capacity_gbps``."""
+             candidates: Sequence[str] | None = None,
+             concurrency: str = "step") -> dict[str, Any]:
+    """One point: ``failed`` links drawn among the job's usable links, at ``capacity_gbps``;
+    ``concurrency`` is the controller's (react.controller.ControllerConfig)."""
     links = list(candidates) if candidates is not None else candidate_links(seed)
     rng = np.random.default_rng([seed, failed])  # independent of the capacity
     chosen = [links[int(i)] for i in rng.choice(len(links), size=failed, replace=False)]
@@ -78,7 +81,8 @@ def scenario(failed: int, capacity_gbps: float, seed: int, *, epochs: int,
         "topology": {"name": "fat_tree", "k": K},
         "jobs": [{"name": "tree", "collective": "allreduce_double_binary_tree", "ranks": RANKS,
                   "placement": "spread", "message_bytes": 20e6, "epochs": epochs,
-                  "react": True}],
+                  # The default as plain true, so that stored runs keep their keys.
+                  "react": True if concurrency == "step" else {"concurrency": concurrency}}],
         "failures": [{"link": link, "capacity_bps": capacity_gbps * 1e9, "at_s": 0.0}
                      for link in chosen],
     }
@@ -100,6 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "asked; with --quick a new "
                              "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--concurrency", choices=CONCURRENCY_RULES, default="step",
+                        help="the controller's estimate: flows share links with those of their "
+                             "step (default, the paper's) or with those that overlap them in "
+                             "time (docs/deviations.md); not the default: files of their own")
     args = parser.parse_args(argv)
 
     failed, caps, seeds, epochs, warmup = FAILED, CAPACITIES_GBPS, range(args.seeds), \
@@ -108,11 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         failed, caps, seeds, epochs, warmup = (1, 2), (30,), range(1), 12, 2
     candidates = {s: candidate_links(s) for s in seeds}
     cases = [({"failed_links": n, "capacity_gbps": c},
-              scenario(n, c, s, epochs=epochs, candidates=candidates[s]))
+              scenario(n, c, s, epochs=epochs, candidates=candidates[s],
+                       concurrency=args.concurrency))
              for n in failed for c in caps for s in seeds]
     stem = "fig8" + ("-quick" if args.quick else "")
     if not args.quick:  # other options than the defaults: files of their own
-        stem = variant_name(stem, {"s": args.seeds, "e": args.epochs}, {"s": 5, "e": 100})
+        stem = variant_name(stem, {"s": args.seeds, "e": args.epochs, "c": args.concurrency},
+                            {"s": 5, "e": 100, "c": "step"})
     points = scenario_points(stem, cases, react="both", warmup_epochs=warmup)
     out_dir, store = experiment_dirs(stem, quick=args.quick, out=args.out_dir,
                                      store=args.store, default_out=RESULTS,

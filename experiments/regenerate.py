@@ -85,6 +85,8 @@ STEPS: tuple[Step, ...] = (
          ("fig6_rring.csv", "fig6_rring.png"), 7.5),
     Step("fig7", "experiments.fig7", (), ("fig7.csv", "fig7.png"), 4),
     Step("fig8", "experiments.fig8", (), ("fig8.csv", "fig8.png"), 1.5),
+    Step("fig8_cschedule", "experiments.fig8", ("--concurrency", "schedule"),
+         ("fig8_cschedule.csv", "fig8_cschedule.png"), 4),
     Step("fig12", "experiments.fig12", (), ("fig12.csv", "fig12.png"), 4),
     Step("fig13", "experiments.fig13", (), ("fig13.csv", "fig13.png"), 7.5,
          progress_flag=True),

@@ -28,6 +28,17 @@ degree, :func:`react.detect.flow_degrees`). Then, for a flow of a candidate patt
   rule prices every unseen pair as uncongested, which makes almost any swap that creates new
   pairs look like a gain (docs/deviations.md has the measurement).
 
+*Degree* above is, with ``concurrency="step"`` (the paper's "scaled as per the new node
+degrees"), the number of flows out of the sender (into the receiver) at the flow's step in
+every chunk graph. With ``concurrency="schedule"`` it is how many flows the link was really
+divided among while the flow ran: observed from the flows' start and end times, and for a
+candidate from the schedule its predicted FCTs give (flows of different steps of different chunk
+graphs overlap; priced again at those overlaps, a few rounds). That mode also reads ``C`` from
+the flows that ran alone on both links (a flow whose link mates were held back elsewhere gets
+more than ``C / k``), and prices a slow link at ``k`` flows as the slower of a shared link
+(``C / (k + q)``) and a degraded one (its observed rate divided among ``k``), since one reading
+cannot tell them apart (docs/deviations.md has the measurement).
+
 History older than ``H`` epochs is dropped (§5.4.2), so the model follows job churn.
 """
 
@@ -94,6 +105,14 @@ class FctHistory:
         degrees = flow_degrees(pattern).tolist()
         sides = _side_degrees(pattern)
         for result in batch:
+            if len(result.flows) != len(pattern.flows) or any(
+                t.flow != f for t, f in zip(result.flows, pattern.flows, strict=True)
+            ):
+                raise ReactError(
+                    f"FctHistory.add: epoch {result.epoch} did not run this pattern's flows "
+                    f"({len(result.flows)} observed, {len(pattern.flows)} in the pattern)"
+                )
+        for result in batch:
             if self._concurrency == "schedule":
                 sides = _overlap_sharing(
                     pattern, [t.start_s for t in result.flows], [t.end_s for t in result.flows],
@@ -157,8 +176,8 @@ class FctModel:
         self._capacity = 0.0
         self._out_load: dict[int, float] = {}
         self._in_load: dict[int, float] = {}
-        self._out_seen_k: dict[int, float] = {}
-        self._in_seen_k: dict[int, float] = {}
+        self._out_degraded: dict[int, float] = {}
+        self._in_degraded: dict[int, float] = {}
         self._path_per_byte = 0.0
         self._pair_excess: dict[tuple[int, int], float] = {}
         if unseen == "links":
@@ -199,12 +218,13 @@ class FctModel:
             reading = (capacity / b - obs.in_degree, obs.in_degree)
             into[obs.src] = min(into.get(obs.src, reading), reading)
         self._capacity = capacity
-        least_out = {r: min(v.values()) for r, v in outs.items() if len(v) >= 2}
-        least_in = {r: min(v.values()) for r, v in ins.items() if len(v) >= 2}
-        self._out_load = {r: max(0.0, q) for r, (q, _k) in least_out.items()}
-        self._in_load = {r: max(0.0, q) for r, (q, _k) in least_in.items()}
-        self._out_seen_k = {r: k for r, (_q, k) in least_out.items()}
-        self._in_seen_k = {r: k for r, (_q, k) in least_in.items()}
+        rated_out = {r: list(v.values()) for r, v in outs.items() if len(v) >= 2}
+        rated_in = {r: list(v.values()) for r, v in ins.items() if len(v) >= 2}
+        self._out_load = {r: max(0.0, min(v)[0]) for r, v in rated_out.items()}
+        self._in_load = {r: max(0.0, min(v)[0]) for r, v in rated_in.items()}
+        if self._concurrency == "schedule":
+            self._out_degraded = self._degraded(rated_out, self._out_load)
+            self._in_degraded = self._degraded(rated_in, self._in_load)
         excess: dict[tuple[int, int], list[float]] = {}
         for obs, _b in seen:
             rate = self._link_rate(obs.src, obs.dst, obs.out_degree, obs.in_degree)
@@ -215,29 +235,46 @@ class FctModel:
         if excess:
             self._path_per_byte = statistics.fmean(self._pair_excess.values())
 
+    def _degraded(self, readings: dict[int, list[tuple[float, float]]],
+                  loads: dict[int, float]) -> dict[int, float]:
+        """The capacity of each slow link that is better read as degraded than as shared.
+
+        A slow link is either shared with ``q`` competing flows (each of ``k`` job flows gets
+        ``C / (k + q)``) or of less capacity ``C'`` (``C' / k`` each). Readings at one ``k``
+        cannot tell them apart, and the shared reading is kept; readings at several ``k`` (the
+        job's flows overlapped on it by different amounts) choose the model that predicts them
+        better (least squared log error), so a degraded link is not priced as if more of the
+        job's flows could share it cheaply.
+        """
+        out = {}
+        for rank, values in readings.items():
+            q = loads[rank]
+            ks = [k for _q, k in values]
+            if q <= 0 or max(ks) - min(ks) < 0.25:
+                continue
+            rates = [self._capacity / (qi + k) for qi, k in values]
+            degraded = max(b * k for b, k in zip(rates, ks, strict=True))
+            shared_error = sum(math.log(self._capacity / (k + q) / b) ** 2
+                               for b, k in zip(rates, ks, strict=True))
+            degraded_error = sum(math.log(degraded / k / b) ** 2
+                                 for b, k in zip(rates, ks, strict=True))
+            if degraded_error < shared_error:
+                out[rank] = degraded
+        return out
+
     def _link_rate(self, src: int, dst: int, out_degree: float,
                    in_degree: float) -> float | None:
         """The rate the fitted links give a flow src -> dst at these degrees (None: unknown)."""
         rates = []
         if src in self._out_load:
-            rates.append(self._rate(self._out_load[src], self._out_seen_k[src], out_degree))
+            degraded = self._out_degraded.get(src)
+            rates.append(degraded / out_degree if degraded is not None
+                         else self._capacity / (out_degree + self._out_load[src]))
         if dst in self._in_load:
-            rates.append(self._rate(self._in_load[dst], self._in_seen_k[dst], in_degree))
+            degraded = self._in_degraded.get(dst)
+            rates.append(degraded / in_degree if degraded is not None
+                         else self._capacity / (in_degree + self._in_load[dst]))
         return min(rates) if rates else None
-
-    def _rate(self, load: float, seen_k: float, k: float) -> float:
-        """A flow's rate on a link with competing ``load`` (read with ``seen_k`` job flows on it)
-        when ``k`` job flows share it.
-
-        A slow link is either shared with ``q`` competing flows (each flow gets ``C / (k + q)``)
-        or of less capacity (``C'`` divided by ``k``); one reading cannot tell them apart. With
-        ``concurrency="schedule"`` the estimate takes the slower of the two at ``k``, so a
-        degraded link is not priced as if more of the job's flows could share it cheaply.
-        """
-        rate = self._capacity / (k + load)
-        if self._concurrency == "schedule" and load > 0:
-            rate = min(rate, self._capacity * seen_k / ((seen_k + load) * k))
-        return rate
 
     def flow_fct(self, flow: Flow, degree: int, size_bytes: float, *,
                  out_degree: float | None = None, in_degree: float | None = None,
@@ -258,14 +295,21 @@ class FctModel:
             # its links' prediction when it was seen (its path), else the mean excess.
             rate = self._link_rate(flow.src, flow.dst, out_degree, in_degree)
             assert rate is not None
-            return size_bytes * (1.0 / rate
-                                 + self._pair_excess.get(pair, self._path_per_byte))
+            per_byte = 1.0 / rate + self._pair_excess.get(pair, self._path_per_byte)
+            if self._concurrency == "schedule":
+                # A pair seen faster than its links' prediction (its link mates were held
+                # back elsewhere) has a negative excess; no flow beats the best rate seen.
+                per_byte = max(per_byte, 1.0 / self._capacity)
+            return size_bytes * per_byte
         unit = self._pair_unit.get(pair)
         if unit is not None:
             return unit * size_bytes * share
         rate = self._link_rate(flow.src, flow.dst, out_degree, in_degree)
         if rate is not None:
-            return size_bytes * (1.0 / rate + self._path_per_byte)
+            per_byte = 1.0 / rate + self._path_per_byte
+            if self._concurrency == "schedule":
+                per_byte = max(per_byte, 1.0 / self._capacity)
+            return size_bytes * per_byte
         per_byte = self._degree_per_byte.get(degree)
         if per_byte is not None:
             return per_byte * size_bytes
@@ -290,9 +334,12 @@ class FctModel:
                     for f in pattern.flows]
             for _round in range(self._SCHEDULE_PASSES):
                 start, end = schedule(pattern, fcts)
-                overlap = [(round(o, 3), round(i, 3))
-                           for o, i in _overlap_sharing(pattern, start, end, live)]
-                fcts = self._priced(pattern, message_bytes, overlap, classes, memo)
+                overlap = [(round(o, 2), round(i, 2)) for o, i in
+                           _overlap_sharing(pattern, start.tolist(), end.tolist(), live)]
+                if overlap == sides:  # a fixed point (to 1%): the same sharing, the same FCTs
+                    break
+                sides = overlap
+                fcts = self._priced(pattern, message_bytes, sides, classes, memo)
         return fcts
 
     def _priced(self, pattern: Pattern, message_bytes: float,
@@ -335,8 +382,9 @@ def _overlap_sharing(pattern: Pattern, start: Sequence[float], end: Sequence[flo
         if not live[i]:
             out.append((1.0, 1.0))
             continue
-        out.append((_effective_sharing(i, outs[f.src], start, end),
-                    _effective_sharing(i, ins[f.dst], start, end)))
+        senders, receivers = outs[f.src], ins[f.dst]
+        out.append((_effective_sharing(i, senders, start, end) if len(senders) > 1 else 1.0,
+                    _effective_sharing(i, receivers, start, end) if len(receivers) > 1 else 1.0))
     return out
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from react.critical import critical_path
+from react.critical import critical_path, schedule
 from react.errors import ReactError
 from react.pattern import Chunk, Flow, Pattern
 
@@ -45,3 +45,16 @@ def test_critical_path_rejects_wrong_weights():
         critical_path(chain_pattern(), [1.0, 2.0])
     with pytest.raises(ReactError, match="non-negative"):
         critical_path(chain_pattern(), [1.0, -2.0, 1.0, 1.0])
+
+
+def test_schedule_starts_each_flow_when_its_waits_end():
+    # chunk 0: 1->0 takes 1, then 0->2 (waits for it) takes 5: [0, 1], [1, 6];
+    # chunk 1: 3->0 takes 4, then 0->1 takes 1: [0, 4], [4, 5].
+    p = chain_pattern()
+    weights = {Flow(1, 1, 0, (0,)): 1.0, Flow(2, 0, 2, (0,)): 5.0,
+               Flow(1, 3, 0, (1,)): 4.0, Flow(2, 0, 1, (1,)): 1.0}
+    start, end = schedule(p, [weights[f] for f in p.flows])
+    expected = {Flow(1, 1, 0, (0,)): (0.0, 1.0), Flow(2, 0, 2, (0,)): (1.0, 6.0),
+                Flow(1, 3, 0, (1,)): (0.0, 4.0), Flow(2, 0, 1, (1,)): (4.0, 5.0)}
+    assert {f: (s, e) for f, s, e in zip(p.flows, start, end, strict=True)} == expected
+    assert end.max() == critical_path(p, [weights[f] for f in p.flows]).length_s

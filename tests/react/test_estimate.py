@@ -118,3 +118,109 @@ def test_unseen_pair_pays_the_mean_path_excess():
 def test_unknown_unseen_rule_is_an_error():
     with pytest.raises(ReactError, match="unseen must be one of .*'mean'"):
         links_model(CONGESTED_INTO_2, unseen="mean")
+
+
+# -- concurrency = "schedule" ---------------------------------------------------------------
+
+def schedule_model(units):
+    """Like links_model, read with concurrency="schedule" (each observed flow ran alone)."""
+    from react.estimate import FctModel, _Observation
+    return FctModel([_Observation(s, d, 1, 1.0, u, 1.0, 1.0) for (s, d), u in units.items()],
+                    concurrency="schedule")
+
+
+def test_effective_sharing_is_the_inverse_of_the_mean_share():
+    from react.estimate import _overlap_sharing
+    # 0 sends 0->1 over [0, 2] and 0->2 over [1, 3]; 3->1 runs over [0, 2] into 1 as well.
+    # 0->1's sender link: alone for 1 s, shared by 2 for 1 s: mean share (1 + 1/2) / 2 = 3/4,
+    # so it was divided among 4/3 flows; its receiver link is shared all the time: 2.
+    p = Pattern("broadcast", (0, 1, 2, 3), (Chunk(0, 0.5), Chunk(1, 0.5)),
+                (Flow(1, 0, 1, (0,)), Flow(1, 3, 1, (1,)), Flow(2, 0, 2, (1,))), root=0)
+    times = {Flow(1, 0, 1, (0,)): (0.0, 2.0), Flow(1, 3, 1, (1,)): (0.0, 2.0),
+             Flow(2, 0, 2, (1,)): (1.0, 3.0)}
+    sharing = _overlap_sharing(p, [times[f][0] for f in p.flows],
+                               [times[f][1] for f in p.flows], [True] * 3)
+    got = dict(zip(p.flows, sharing, strict=True))
+    assert got[Flow(1, 0, 1, (0,))] == pytest.approx((4 / 3, 2.0))
+    assert got[Flow(1, 3, 1, (1,))] == pytest.approx((1.0, 2.0))
+    assert got[Flow(2, 0, 2, (1,))] == pytest.approx((4 / 3, 1.0))
+
+
+def slow_into_2(shared_rate):
+    """Rank 2's inbound link: 0 -> 2 alone at 1/4 of C = 1, 1 -> 2 beside another job flow
+    (k = 2) at ``shared_rate``; every other pair alone at 1."""
+    from react.estimate import FctModel, _Observation
+    obs = [_Observation(0, 2, 1, 1.0, 4.0, 1.0, 1.0),
+           _Observation(1, 2, 2, 1.0, 1.0 / shared_rate, 1.0, 2.0)]
+    obs += [_Observation(s, d, 1, 1.0, 1.0, 1.0, 1.0)
+            for s, d in ((0, 3), (1, 3), (2, 0), (2, 1), (3, 0), (3, 1))]
+    return FctModel(obs, concurrency="schedule")
+
+
+def test_a_slow_link_read_at_one_sharing_is_taken_as_shared():
+    # Flows into 2 got a quarter of C alone: 3 competing flows (C / (k + 3)) or a link of a
+    # quarter capacity (C / 4 / k); one reading cannot tell, and both rules keep the first:
+    # two job flows into 2 get 1/5 each.
+    assert links_model(CONGESTED_INTO_2).flow_fct(Flow(1, 3, 2, (0,)), 2, 1.0) == \
+        pytest.approx(5.0)
+    assert schedule_model(CONGESTED_INTO_2).flow_fct(Flow(1, 3, 2, (0,)), 2, 1.0) == \
+        pytest.approx(5.0)
+
+
+def test_readings_at_several_sharings_tell_a_degraded_link_from_a_shared_one():
+    # Degraded: 1/4 alone and 1/8 each with two flows (a quarter-capacity link): the unseen
+    # 3 -> 2 then gets 1/8 beside another flow (8 s per byte) and 1/4 alone.
+    degraded = slow_into_2(1 / 8)
+    assert degraded.flow_fct(Flow(1, 3, 2, (0,)), 2, 1.0, in_degree=2.0) == pytest.approx(8.0)
+    assert degraded.flow_fct(Flow(1, 3, 2, (0,)), 1, 1.0) == pytest.approx(4.0)
+    # Shared: 1/4 alone and 1/5 with two flows (3 competing flows): 1/5 beside another flow,
+    # 1/6 with two others.
+    shared = slow_into_2(1 / 5)
+    assert shared.flow_fct(Flow(1, 3, 2, (0,)), 2, 1.0, in_degree=2.0) == pytest.approx(5.0)
+    assert shared.flow_fct(Flow(1, 3, 2, (0,)), 3, 1.0, in_degree=3.0) == pytest.approx(6.0)
+
+
+def test_flows_of_different_steps_that_overlap_share_their_link():
+    # Rank 0's outbound link carries 3 competing flows (0->1 and 0->2 took 4 s per byte alone,
+    # C = 1 byte/s). Candidate: 0->1 (chunk 0, step 1, 0.5 bytes) and, in chunk 1, 3->0 (0.5
+    # bytes, 0.5 s) then 0->2 (step 2, 0.5 bytes). Per step rank 0 sends one flow, so "step"
+    # prices each at 0.5 / (1/4) = 2 s. In fact they overlap: as a fluid, 0->1 runs at 1/4
+    # for 0.5 s (0.125 bytes), then both at 1/5; 0->1 ends at 0.5 + 0.375 * 5 = 2.375 s, and
+    # 0->2 has 0.125 bytes left at 1/4: it ends at 2.875, an FCT of 2.375 s as well. The
+    # estimate prices a flow at its time-averaged sharing, not at the time-varying rate: within
+    # 3% here.
+    units = {(0, 1): 4.0, (0, 2): 4.0, (1, 0): 1.0, (2, 0): 1.0, (3, 0): 1.0, (1, 2): 1.0,
+             (2, 1): 1.0, (3, 1): 1.0, (3, 2): 1.0}
+    candidate = Pattern("broadcast", (0, 1, 2, 3), (Chunk(0, 0.5), Chunk(1, 0.5)),
+                        (Flow(1, 0, 1, (0,)), Flow(1, 3, 0, (1,)), Flow(2, 0, 2, (1,))), root=0)
+    fcts = dict(zip(candidate.flows, schedule_model(units).pattern_fcts(candidate, 1.0),
+                    strict=True))
+    assert fcts[Flow(1, 0, 1, (0,))] == pytest.approx(2.375, rel=0.03)
+    assert fcts[Flow(2, 0, 2, (1,))] == pytest.approx(2.375, rel=0.03)
+    assert fcts[Flow(1, 3, 0, (1,))] == pytest.approx(0.5)
+    step = dict(zip(candidate.flows, links_model(units).pattern_fcts(candidate, 1.0),
+                    strict=True))
+    assert step[Flow(1, 0, 1, (0,))] == pytest.approx(2.0)
+
+
+def test_capacity_is_read_from_flows_that_ran_alone():
+    # 1 -> 2 shared 2's inbound link with 0 -> 2 (k = 2) but got the full rate 1, its mate
+    # being held back elsewhere: b * k = 2 would double C. Every other flow ran alone at 1.
+    from react.estimate import FctModel, _Observation
+    obs = [_Observation(1, 2, 2, 1.0, 1.0, 1.0, 2.0), _Observation(0, 2, 2, 1.0, 4.0, 1.0, 2.0)]
+    obs += [_Observation(s, d, 1, 1.0, 1.0, 1.0, 1.0)
+            for s, d in ((0, 3), (1, 3), (2, 0), (2, 1), (3, 0), (3, 1))]
+    model = FctModel(obs, concurrency="schedule")
+    assert model._capacity == pytest.approx(1.0)
+    assert FctModel(obs)._capacity == pytest.approx(2.0)  # "step": the best b * k
+    # The unseen 3 -> 2 alone: both links free at C = 1 (2's inbound readings: 1 - 2 < 0 and
+    # 4 - 2 = 2 competing flows, the least kept, clipped to 0), plus the mean path excess over
+    # the 8 pairs: 1 -> 2 ran 1 s against 2 s predicted (-1), 0 -> 2 4 s against 2 (+2): 1/8.
+    assert model.flow_fct(Flow(1, 3, 2, (0,)), 1, 1.0) == pytest.approx(1.125)
+    # 1 -> 2 alone: its links say 1 s, its own excess -1 s: never faster than C, so 1 s.
+    assert model.flow_fct(Flow(1, 1, 2, (0,)), 1, 1.0) == pytest.approx(1.0)
+
+
+def test_unknown_concurrency_rule_is_an_error():
+    with pytest.raises(ReactError, match="concurrency must be one of .*'time'"):
+        FctHistory(5, concurrency="time")
