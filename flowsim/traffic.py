@@ -15,6 +15,9 @@ The three sources model the congestion the paper injects (§7.1, §7.2):
   previous is still running starts the moment the previous ends (so an overloaded source becomes
   back-to-back, like a ping-pong that waits for its reply). Due times stay on the grid
   ``start_s + i * period_s``; pass ``overlap=True`` to start every transfer on time instead.
+- :func:`ping_pong` — ``size_bytes`` from ``src`` to ``dst``, then the same back, then again,
+  each transfer starting when the previous one ends (plus an optional ``gap_s``): the testbed's
+  ping-pong taken literally, loading the receiver's inbound link and its outbound link in turn.
 - :func:`poisson_on_off` — alternating off and on periods with exponentially distributed lengths
   (means ``mean_off_s``, ``mean_on_s``), starting with an off period; during an on period one
   unbounded flow runs, stopped when the period ends. Random draws come from a numpy ``Generator``
@@ -43,7 +46,8 @@ if TYPE_CHECKING:
     from flowsim.network import FlowDone, Network
     from flowsim.records import FlowRecord
 
-__all__ = ["TrafficSource", "long_lived", "periodic_bulk", "poisson_on_off", "source_seed"]
+__all__ = ["TrafficSource", "long_lived", "periodic_bulk", "ping_pong", "poisson_on_off",
+           "source_seed"]
 
 DEFAULT_TENANT = "background"
 
@@ -63,8 +67,8 @@ def source_seed(seed: int, src: str, dst: str, port: int) -> int:
 class TrafficSource:
     """Handle on one running background source: its flows, and a way to stop it.
 
-    Built by :func:`long_lived`, :func:`periodic_bulk` and :func:`poisson_on_off`; not meant to
-    be constructed directly.
+    Built by :func:`long_lived`, :func:`periodic_bulk`, :func:`ping_pong` and
+    :func:`poisson_on_off`; not meant to be constructed directly.
 
     Attributes
     ----------
@@ -137,10 +141,11 @@ class TrafficSource:
             if flow_id not in self._running:
                 raise
 
-    def _start(self, size_bytes: float, port: int, path: Sequence[int] | None) -> FlowDone:
+    def _start(self, size_bytes: float, port: int, path: Sequence[int] | None, *,
+               back: bool = False) -> FlowDone:
         event = self.network.start_flow(
-            self.src,
-            self.dst,
+            self.dst if back else self.src,
+            self.src if back else self.dst,
             size_bytes,
             port=port,
             path=path,
@@ -387,6 +392,79 @@ def periodic_bulk(
                     return
             previous = source._start(size, port, path)
             i += 1
+
+    source._launch(body, stop)
+    return source
+
+
+def ping_pong(
+    network: Network,
+    src: str,
+    dst: str,
+    size_bytes: float,
+    *,
+    gap_s: float = 0.0,
+    start_s: float | None = None,
+    stop_s: float | None = None,
+    count: int | None = None,
+    port: int = 0,
+    tenant: str = DEFAULT_TENANT,
+    tag: str = "ping_pong",
+) -> TrafficSource:
+    """``size_bytes`` from ``src`` to ``dst``, then back from ``dst`` to ``src``, and so on.
+
+    Each transfer starts ``gap_s`` after the previous one ended (the reply waits for the
+    request), so the source loads ``dst``'s inbound link and then its outbound link in turn, at
+    whatever rate the network gives it. Both directions use ``port`` (one connection).
+
+    Parameters
+    ----------
+    network : Network
+    src, dst : str
+        Host names; the first transfer goes from ``src`` to ``dst``.
+    size_bytes : float
+        Bytes per transfer; positive and finite.
+    gap_s : float
+        Idle seconds between the end of one transfer and the start of the next; >= 0.
+    start_s, stop_s : float, optional
+        Absolute times: the first transfer starts at ``start_s`` (default now); none starts at or
+        after ``stop_s``, and one still running then is stopped.
+    count : int, optional
+        Number of transfers (both directions counted); default unbounded.
+    port, tenant, tag
+        As for :func:`long_lived`.
+
+    Raises
+    ------
+    FlowError
+        On a non-positive size or count, a negative gap, a bad window, port or endpoints.
+    """
+    func = "ping_pong"
+    size = _positive(func, "size_bytes", size_bytes)
+    if (isinstance(gap_s, bool) or not isinstance(gap_s, numbers.Real)
+            or not math.isfinite(gap_s) or gap_s < 0):
+        raise FlowError(f"{func}: gap_s must be a finite number >= 0, got gap_s={gap_s!r}")
+    gap = float(gap_s)
+    start, stop = _window(func, network, start_s, stop_s)
+    _endpoints(func, network, src, dst)
+    port = _port(func, port)
+    if count is not None and (
+        isinstance(count, bool) or not isinstance(count, numbers.Integral) or count <= 0
+    ):
+        raise FlowError(f"{func}: count must be a positive integer or None, got count={count!r}")
+    source = TrafficSource(network, func, src, dst, tenant=tenant, tag=tag)
+    env = network.env
+
+    def body() -> Generator[simpy.Event, Any, None]:
+        yield source._sleep(start - env.now)
+        i = 0
+        while not source.stopped and (count is None or i < count):
+            if stop is not None and env.now >= stop:
+                return
+            yield source._until(source._start(size, port, None, back=i % 2 == 1))
+            i += 1
+            if gap > 0 and not source.stopped:
+                yield source._sleep(gap)
 
     source._launch(body, stop)
     return source

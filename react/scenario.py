@@ -74,12 +74,13 @@ The file (every key is listed; anything else is an error)::
                                      # react.policies
 
     [[background]]
-    kind = "long_lived"              # long_lived | periodic_bulk | poisson_on_off
+    kind = "long_lived"              # long_lived | periodic_bulk | ping_pong | poisson_on_off
     src = "h16"
     dst = "tree:3"                   # a host, or JOB:RANK (the host of that rank of that job)
     p = 2                            # parallel flows, on ports port .. port+p-1
-    # start_s, stop_s, port, tenant; periodic_bulk: size_bytes, period_s; poisson_on_off:
-    # mean_on_s, mean_off_s
+    # start_s, stop_s, port, tenant; periodic_bulk: size_bytes, period_s; ping_pong:
+    # size_bytes (src -> dst, then back, ...; simulator only); poisson_on_off: mean_on_s,
+    # mean_off_s
 
     [[failures]]
     link = "spine0->leaf1"           # a directed link by its endpoints
@@ -168,6 +169,7 @@ PLACEMENTS: tuple[str, ...] = ("first", "spread", "random")
 TRAFFIC_KINDS: dict[str, tuple[str, ...]] = {
     "long_lived": (),
     "periodic_bulk": ("size_bytes", "period_s"),
+    "ping_pong": ("size_bytes",),
     "poisson_on_off": ("mean_on_s", "mean_off_s"),
 }
 """Background source kinds (flowsim.traffic) and the keys each one requires."""

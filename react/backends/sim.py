@@ -339,7 +339,7 @@ class SimBackend:
 
 def build_network(scenario: Scenario) -> Network:
     """A fresh network carrying the scenario's link failures and background traffic."""
-    from flowsim.traffic import long_lived, periodic_bulk, poisson_on_off
+    from flowsim.traffic import long_lived, periodic_bulk, ping_pong, poisson_on_off
 
     if getattr(scenario, "sharing", "maxmin") == "tcp":
         from flowsim.tcp import TcpNetwork
@@ -363,6 +363,9 @@ def build_network(scenario: Scenario) -> Network:
                 assert bg.size_bytes is not None and bg.period_s is not None  # parse checked
                 periodic_bulk(net, bg.src, bg.dst, bg.size_bytes, bg.period_s, port=port,
                               **common)
+            elif bg.kind == "ping_pong":
+                assert bg.size_bytes is not None  # parse checked
+                ping_pong(net, bg.src, bg.dst, bg.size_bytes, port=port, **common)
             else:
                 assert bg.mean_on_s is not None and bg.mean_off_s is not None
                 poisson_on_off(net, bg.src, bg.dst, mean_on_s=bg.mean_on_s,

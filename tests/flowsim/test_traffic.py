@@ -14,7 +14,7 @@ import pytest
 from flowsim import FlowError, UnknownNodeError
 from flowsim.network import Network
 from flowsim.topologies import star
-from flowsim.traffic import long_lived, periodic_bulk, poisson_on_off, source_seed
+from flowsim.traffic import long_lived, periodic_bulk, ping_pong, poisson_on_off, source_seed
 
 GBps = 8e9  # bits per second in one gigabyte per second
 MB = 1e6
@@ -102,6 +102,31 @@ def test_periodic_bulk_with_overlap_starts_on_time_and_shares(net):
     by_start = sorted(src.records, key=lambda r: r.start_s)
     assert [r.start_s for r in by_start] == pytest.approx([0.0, 0.1, 0.2])
     assert [r.end_s for r in by_start] == pytest.approx([0.5, 0.7, 0.75], rel=1e-9)
+
+
+def test_ping_pong_alternates_directions_back_to_back(net):
+    # 250 MB each way at 1 GB/s: h0->h1 over [0, 0.25], h1->h0 [0.25, 0.5], h0->h1 [0.5, 0.75].
+    src = ping_pong(net, "h0", "h1", 250 * MB, count=3)
+    net.env.run()
+    assert [(r.src, r.dst) for r in src.records] == [("h0", "h1"), ("h1", "h0"), ("h0", "h1")]
+    assert [r.start_s for r in src.records] == pytest.approx([0.0, 0.25, 0.5])
+    assert [r.end_s for r in src.records] == pytest.approx([0.25, 0.5, 0.75])
+    assert {r.tag for r in src.records} == {"ping_pong"}
+
+
+def test_ping_pong_loads_the_receivers_inbound_then_outbound_link(net):
+    # A long-lived flow h2->h1 shares h1's inbound link with the ping (0.5 GB/s: 250 MB in
+    # 0.5 s); the pong leaves h1 alone on its outbound link (1 GB/s: 0.25 s); a gap of 0.1 s.
+    long_lived(net, "h2", "h1")
+    src = ping_pong(net, "h0", "h1", 250 * MB, gap_s=0.1, count=2)
+    net.env.run(until=2.0)
+    assert [r.start_s for r in src.records] == pytest.approx([0.0, 0.6])
+    assert [r.end_s for r in src.records] == pytest.approx([0.5, 0.85])
+
+
+def test_ping_pong_rejects_a_negative_gap(net):
+    with pytest.raises(FlowError, match="gap_s must be a finite number >= 0, got gap_s=-1"):
+        ping_pong(net, "h0", "h1", MB, gap_s=-1)
 
 
 def test_periodic_bulk_stop_s_cuts_the_running_transfer(net):

@@ -183,3 +183,17 @@ def test_react_emu_info_and_a_bad_prefix(capsys):
     assert "max hosts:" in out and "line rate:" in out
     assert main(["emu", "clean", "--prefix", "nope"]) == 2
     assert "prefix must be 'rct'" in capsys.readouterr().err
+
+
+def test_a_simulator_only_background_is_refused_before_building(monkeypatch):
+    from react.scenario import open_jobs, parse_scenario
+    made = []
+    monkeypatch.setattr(shell, "batch", lambda *a, **k: made.append(a))
+    doc = {"name": "x", "backend": "emu", "topology": {"name": "star", "n": 4},
+           "jobs": [{"name": "t", "collective": "allreduce_ring", "ranks": 2, "epochs": 2,
+                     "message_bytes": 1e6}],
+           "background": [{"kind": "ping_pong", "src": "h3", "dst": "t:1", "size_bytes": 1e6}]}
+    with pytest.raises(EmuError, match="background\\[0\\] is 'ping_pong'"), \
+            open_jobs(parse_scenario(doc)):
+        pass
+    assert made == []

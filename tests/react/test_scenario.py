@@ -90,6 +90,7 @@ def test_base_scenario_parses_and_resolves_placement_and_endpoints():
         ({"background__0__dst": "tree:4"}, ["background[0].dst", "'tree:4'", "0..3"]),
         ({"background__0__kind": "bursty"}, ["background[0].kind", "'bursty'", "long_lived"]),
         ({"background__0__kind": "periodic_bulk"}, ["background[0].size_bytes", "missing"]),
+        ({"background__0__kind": "ping_pong"}, ["background[0].size_bytes", "missing"]),
         ({"background__0__p": 0}, ["background[0].p", "0", ">= 1"]),
         ({"failures__0__link": "s0-h0"}, ["failures[0].link", "'s0-h0'", "SRC->DST"]),
         ({"failures__0__link": "h0->h1"}, ["failures[0].link", "'h0->h1'", "no link"]),

@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from react.backends.base import JobRun
-from react.backends.emu import EmuError, EmuNetwork
+from react.backends.emu import EmuError, EmuInputError, EmuNetwork
+from react.backends.emu import traffic
 from react.controller import Controller
 from react.pattern import Pattern
 from react.runtime.rank import job_spec
@@ -244,6 +245,10 @@ def scenario_jobs(scenario: Scenario, *, react: bool | None = None) -> Iterator[
     from react.scenario import controllers
 
     for i, bg in enumerate(scenario.background):
+        if bg.kind not in traffic.KINDS:
+            raise EmuInputError(
+                f"{scenario.source}: background[{i}] is {bg.kind!r}; the emulator runs "
+                f"{', '.join(traffic.KINDS)} background only")
         if bg.p > 1:
             warnings.warn(f"{scenario.source}: background[{i}] has p = {bg.p} flows from one "
                           f"host ({bg.src}); the emulator shares each port fairly among source "
