@@ -95,6 +95,11 @@ STEPS: tuple[Step, ...] = (
          progress_flag=True),
     Step("table2_e5000", "experiments.table2", ("--epochs", "5000"), ("table2_e5000.csv",),
          10.5, progress_flag=True),
+    Step("table2_bping_pong", "experiments.table2", ("--background", "ping_pong"),
+         ("table2_bping_pong.csv",), 4, progress_flag=True),
+    Step("table2_e5000_bping_pong", "experiments.table2",
+         ("--epochs", "5000", "--background", "ping_pong"), ("table2_e5000_bping_pong.csv",),
+         19, progress_flag=True),
 )
 """The simulator steps, run by default."""
 

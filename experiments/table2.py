@@ -10,7 +10,9 @@ Our analog: the k=8 fat-tree of the simulations (128 servers, 100 Gb/s, 4-way EC
 every epoch) stands in for the Slingshot network. An *allocation* (one per seed) places the job's
 ranks on random distinct hosts (the scheduler's choice), picks one rank and one outside host, and
 runs ``p`` long-lived flows from that host into that rank (the testbed's external flow is an RDMA
-ping-pong of 1 GB messages; a long-lived flow is its steady-state equivalent). Baseline and REACT
+ping-pong of 1 GB messages; a long-lived flow is its steady-state equivalent; ``--background
+ping_pong`` runs ``p`` 1 GB ping-pongs instead, outside host -> rank then back, so the congestion
+moves between the rank's inbound and outbound links as on the testbed). Baseline and REACT
 run the same allocation with the same seeds. All epochs count (no warm-up), as in the testbed.
 The speedups and change counts are averaged over the allocations.
 
@@ -21,6 +23,7 @@ Run::
 
     python -m experiments.table2            # full, writes results/ table2.csv
     python -m experiments.table2 --epochs 5000   # the testbed's length: table2_e5000.csv
+    python -m experiments.table2 --background ping_pong   # table2_bping_pong.csv
     python -m experiments.table2 --quick    # seconds
 """
 
@@ -66,8 +69,15 @@ def allocation(seed: int, ranks: int, hosts: int = K ** 3 // 4) -> tuple[list[st
     return placed, outside, placed[int(rng.integers(ranks))]
 
 
+PING_PONG_BYTES = 1e9
+"""The testbed's external flow sends 1 GB at a time (§7.2)."""
+
+BACKGROUNDS = ("long_lived", "ping_pong")
+
+
 def table2_points(ranks: Sequence[int], ps: Sequence[int], allocations: int, *, epochs: int,
-                  message_bytes: float, sweep: str) -> list[Point]:
+                  message_bytes: float, sweep: str,
+                  background: str = "long_lived") -> list[Point]:
     points = []
     for n in ranks:
         for p in ps:
@@ -75,6 +85,9 @@ def table2_points(ranks: Sequence[int], ps: Sequence[int], allocations: int, *, 
                 hosts, src, dst = allocation(s, n)
                 doc = scenario_doc("tree", [(src, dst)], p, seed=s, hosts=hosts, epochs=epochs,
                                    message_bytes=message_bytes, name=sweep)
+                if background == "ping_pong":
+                    for bg in doc["background"]:
+                        bg.update(kind="ping_pong", size_bytes=PING_PONG_BYTES)
                 params = {"ranks": n, "p": p, "allocation": s}
                 for react in ("off", "on"):
                     points.append(make_point(sweep, params, doc, react, warmup=0))
@@ -110,6 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--allocations", type=int, default=5, help="random allocations (seeds)")
     parser.add_argument("--epochs", type=int, default=1000)
     parser.add_argument("--message-bytes", type=float, default=100e6)
+    parser.add_argument("--background", choices=BACKGROUNDS, default="long_lived",
+                        help="the external flows: long-lived (default, their steady state) or "
+                             "1 GB ping-pongs, outside host -> rank then back, as the testbed's "
+                             "(not the default: files of their own)")
     parser.add_argument("--store", type=Path, help="results store (default results/table2.sqlite)")
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default results/, docs/results only when asked; "
@@ -124,13 +141,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.quick:  # other options than the defaults: files of their own
         sweep = variant_name(
             sweep, {"n": args.ranks, "p": args.ps, "a": args.allocations, "e": args.epochs,
-                    "m": args.message_bytes},
-            {"n": [4, 8], "p": [0, 1, 2], "a": 5, "e": 1000, "m": 100e6})
+                    "m": args.message_bytes, "b": args.background},
+            {"n": [4, 8], "p": [0, 1, 2], "a": 5, "e": 1000, "m": 100e6, "b": "long_lived"})
     args.out, store = experiment_dirs(sweep, quick=args.quick, out=args.out, store=args.store,
                                      default_out=RESULTS,
                                      default_store=RESULTS / f"{sweep}.sqlite")
     points = table2_points(args.ranks, args.ps, args.allocations, epochs=args.epochs,
-                           message_bytes=args.message_bytes, sweep=sweep)
+                           message_bytes=args.message_bytes, sweep=sweep,
+                           background=args.background)
     runs, timing = run_points(points, store, workers=args.workers,
                               progress=not args.no_progress)
     rows = paired_rows(runs)
