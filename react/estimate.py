@@ -103,7 +103,7 @@ class FctHistory:
     def add(self, pattern: Pattern, batch: Sequence[EpochResult]) -> None:
         """Record every flow of every epoch in ``batch`` (all run with ``pattern``)."""
         degrees = flow_degrees(pattern).tolist()
-        sides = _side_degrees(pattern)
+        sides: list[tuple[float, float]] = list(_side_degrees(pattern))
         for result in batch:
             if len(result.flows) != len(pattern.flows) or any(
                 t.flow != f for t, f in zip(result.flows, pattern.flows, strict=True)
@@ -310,9 +310,9 @@ class FctModel:
             if self._concurrency == "schedule":
                 per_byte = max(per_byte, 1.0 / self._capacity)
             return size_bytes * per_byte
-        per_byte = self._degree_per_byte.get(degree)
-        if per_byte is not None:
-            return per_byte * size_bytes
+        class_per_byte = self._degree_per_byte.get(degree)
+        if class_per_byte is not None:
+            return class_per_byte * size_bytes
         return self._median_unit * size_bytes * share
 
     def pattern_fcts(self, pattern: Pattern, message_bytes: float) -> np.ndarray:
@@ -326,8 +326,9 @@ class FctModel:
         # each flow's estimate is kept by what it depends on (ends, degrees, bytes).
         # A flow's bytes depend on its chunks, the chunks' fractions and the message.
         memo = self._memo.setdefault((pattern.chunks, message_bytes), {})
-        sides = _side_degrees(pattern)
-        classes = [max(o, i) for o, i in sides]  # flow_degrees' class
+        step_sides = _side_degrees(pattern)
+        classes = [max(o, i) for o, i in step_sides]  # flow_degrees' class
+        sides: list[tuple[float, float]] = list(step_sides)
         fcts = self._priced(pattern, message_bytes, sides, classes, memo)
         if self._concurrency == "schedule":
             live = [f.chunks != () and pattern.flow_bytes(f, message_bytes) > 0
@@ -399,7 +400,7 @@ def _effective_sharing(i: int, group: Sequence[int], start: Sequence[float],
     cuts = sorted({s, e, *(a for a, _b in others if s < a < e),
                    *(b for _a, b in others if s < b < e)})
     inverse = 0.0
-    for a, b in zip(cuts, cuts[1:]):
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
         mid = 0.5 * (a + b)
         k = 1 + sum(1 for x, y in others if x <= mid < y)
         inverse += (b - a) / k

@@ -74,3 +74,22 @@ def test_output_name_follows_the_options(tmp_path):
             "--out", str(tmp_path), "--store", str(tmp_path / "s.sqlite"), "--no-progress"]
     assert table2.main(args) == 0
     assert [f.name for f in tmp_path.glob("*.csv")] == ["table2_n4_p0_a1_e3.csv"]
+
+
+def test_ping_pong_background_sends_1_gb_each_way_in_turn():
+    # --background ping_pong: each of the p external flows is a 1 GB ping-pong between the
+    # outside host and the congested rank's host; the job still runs and the first transfers
+    # alternate direction.
+    points = table2.table2_points([4], [2], 1, epochs=4, message_bytes=100e6, sweep="t",
+                                  background="ping_pong")
+    doc = points[0].scenario
+    hosts, src, dst = table2.allocation(0, 4)
+    assert doc["background"] == [{"kind": "ping_pong", "src": src, "dst": dst, "p": 2,
+                                  "size_bytes": 1e9}]
+    from react.backends.sim import build_network
+    net = build_network(parse_scenario(doc))
+    net.env.run(until=0.5)  # 1 GB at <= 100 Gb/s takes >= 80 ms: several turns
+    ends = sorted((r.end_s, r.src, r.dst) for r in net.records if r.tag == "ping_pong")
+    assert len(ends) >= 4
+    assert {(s, d) for _t, s, d in ends[:2]} == {(src, dst)}
+    assert {(s, d) for _t, s, d in ends[2:4]} == {(dst, src)}

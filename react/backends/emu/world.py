@@ -40,8 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from react.backends.base import JobRun
-from react.backends.emu import EmuError, EmuInputError, EmuNetwork
-from react.backends.emu import traffic
+from react.backends.emu import EmuError, EmuInputError, EmuNetwork, traffic
 from react.controller import Controller
 from react.pattern import Pattern
 from react.runtime.rank import job_spec
