@@ -30,7 +30,7 @@ import numpy as np
 
 from flowsim.routing import Router
 from flowsim.topologies import fat_tree
-from react.estimate import CONCURRENCY_RULES
+from react.controller import CONCURRENCY_MODES
 from react.outdir import experiment_dirs, variant_name
 from react.plots import run_and_plot
 from react.sweep import scenario_points
@@ -104,10 +104,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "asked; with --quick a new "
                              "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
-    parser.add_argument("--concurrency", choices=CONCURRENCY_RULES, default="step",
+    parser.add_argument("--concurrency", choices=CONCURRENCY_MODES, default="step",
                         help="the controller's estimate: flows share links with those of their "
-                             "step (default, the paper's) or with those that overlap them in "
-                             "time (docs/deviations.md); not the default: files of their own")
+                             "step (default, the paper's), with those that overlap them in time "
+                             "(schedule), or the first checked by the second (checked); "
+                             "docs/deviations.md; not the default: files of their own")
     args = parser.parse_args(argv)
 
     failed, caps, seeds, epochs, warmup = FAILED, CAPACITIES_GBPS, range(args.seeds), \

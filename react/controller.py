@@ -76,6 +76,9 @@ Action = Literal["keep", "try", "revert", "revert_try", "settled"]
 """``revert_try`` (back and a new trial in one step) is no longer decided, since a reverted base is
 re-measured first; it remains a valid action so that decision logs of earlier versions load."""
 
+CONCURRENCY_MODES = (*CONCURRENCY_RULES, "checked")
+"""The controller's ``concurrency`` choices: the estimate's two rules, or both (a check)."""
+
 End = tuple[int, str]
 """A congested end: ``(rank, "in")`` for a rank's inbound side, ``(rank, "out")`` for outbound."""
 
@@ -120,9 +123,11 @@ class ControllerConfig:
         endpoints' observed links, default) or ``"degree_median"`` (the paper's rule).
     concurrency : str
         Which flows the estimate takes a flow to share its sender's and receiver's links with:
-        ``"step"``, those of its step in every chunk graph (the paper's "node degrees"), or
+        ``"step"``, those of its step in every chunk graph (the paper's "node degrees"),
         ``"schedule"``, those that overlap it in time, observed and, for a candidate, in the
-        schedule its predicted FCTs give (:mod:`react.estimate`).
+        schedule its predicted FCTs give (:mod:`react.estimate`), or ``"checked"``: search with
+        the step degrees and try the best pattern only if the overlap estimate also gives it
+        ``epsilon`` (docs/deviations.md compares the three).
     search_width : int
         Patterns kept at each depth of the exploration's beam search (4): at each depth ``Kt``
         single swaps of congested ranks are estimated, split over the beam's patterns, and
@@ -189,9 +194,9 @@ class ControllerConfig:
                 "ControllerConfig: size_aware_detection must be true or false, got "
                 f"{self.size_aware_detection!r}"
             )
-        if self.concurrency not in CONCURRENCY_RULES:
+        if self.concurrency not in CONCURRENCY_MODES:
             raise ConfigError(
-                f"ControllerConfig: concurrency must be one of {list(CONCURRENCY_RULES)}, got "
+                f"ControllerConfig: concurrency must be one of {list(CONCURRENCY_MODES)}, got "
                 f"{self.concurrency!r}"
             )
         if self.unseen_pairs not in UNSEEN_RULES:
@@ -307,8 +312,11 @@ class Controller:
         self.config = config or ControllerConfig()
         self.pattern = pattern
         self.decisions: list[Decision] = []
+        checked = self.config.concurrency == "checked"
         self._history = FctHistory(self.config.history_epochs, unseen=self.config.unseen_pairs,
-                                   concurrency=self.config.concurrency)
+                                   concurrency="step" if checked else self.config.concurrency)
+        self._check = (FctHistory(self.config.history_epochs, unseen=self.config.unseen_pairs,
+                                  concurrency="schedule") if checked else None)
         self._rng = np.random.default_rng(self.config.seed)
         self._spaces: OrderedDict[tuple[Flow, ...], SwapSpace] = OrderedDict()
         self._replays = ReplayCache(4 * self._SPACES_CACHED)
@@ -333,6 +341,8 @@ class Controller:
         mean_time = float(np.mean([r.collective_time_s for r in batch]))
         index = len(self.decisions)
         self._history.add(self.pattern, batch)
+        if self._check is not None:
+            self._check.add(self.pattern, batch)
         self._record_time(index, self.pattern, mean_time)
         notes: list[str] = []
         observed_gain = None
@@ -570,6 +580,16 @@ class Controller:
         if best.estimate_s * (1.0 + cfg.epsilon) > before:
             notes.append(f"no swaps are estimated to gain {cfg.epsilon:.0%} ({trials} tried)")
             return None
+        if self._check is not None:
+            check = self._check.model()
+            then, now = (_estimated_time(check, best.pattern, message),
+                         _estimated_time(check, pattern, message))
+            if then * (1.0 + cfg.epsilon) > now:
+                notes.append(
+                    f"{' + '.join(s.describe() for s in best.swaps)}: estimated {_us(before)} -> "
+                    f"{_us(best.estimate_s)}, but {_us(now)} -> {_us(then)} with the flows "
+                    "sharing links as they overlap in time: not tried")
+                return None
         notes.append(
             f"{' + '.join(s.describe() for s in best.swaps)}: estimated collective time "
             f"{_us(before)} -> {_us(best.estimate_s)} ({trials} swap(s) estimated)"
