@@ -87,6 +87,8 @@ STEPS: tuple[Step, ...] = (
     Step("fig8", "experiments.fig8", (), ("fig8.csv", "fig8.png"), 1.5),
     Step("fig8_cschedule", "experiments.fig8", ("--concurrency", "schedule"),
          ("fig8_cschedule.csv", "fig8_cschedule.png"), 4),
+    Step("fig8_cchecked", "experiments.fig8", ("--concurrency", "checked"),
+         ("fig8_cchecked.csv", "fig8_cchecked.png"), 3),
     Step("fig12", "experiments.fig12", (), ("fig12.csv", "fig12.png"), 4),
     Step("fig13", "experiments.fig13", (), ("fig13.csv", "fig13.png"), 7.5,
          progress_flag=True),
