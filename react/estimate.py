@@ -35,9 +35,9 @@ divided among while the flow ran: observed from the flows' start and end times, 
 candidate from the schedule its predicted FCTs give (flows of different steps of different chunk
 graphs overlap; priced again at those overlaps, a few rounds). That mode also reads ``C`` from
 the flows that ran alone on both links (a flow whose link mates were held back elsewhere gets
-more than ``C / k``), and prices a slow link at ``k`` flows as the slower of a shared link
-(``C / (k + q)``) and a degraded one (its observed rate divided among ``k``), since one reading
-cannot tell them apart (docs/deviations.md has the measurement).
+more than ``C / k``), and reads a slow link seen at several sharings as degraded (``C' / k``)
+when that predicts its readings better than sharing with ``q`` competing flows (``C / (k +
+q)``); one reading cannot tell them apart (docs/deviations.md has the measurement).
 
 History older than ``H`` epochs is dropped (§5.4.2), so the model follows job churn.
 """
