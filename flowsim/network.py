@@ -438,6 +438,9 @@ class Network:
         rate = self._rt[slot]
         if rate >= 0:  # solved before: out as a departure, back in as an arrival
             now = float(self.env.now)
+            t0: Any
+            sent: Any
+            left: Any
             if self._lists_mode:
                 t0, sent, left = self._t0l, self._sentl, self._leftl
             else:
