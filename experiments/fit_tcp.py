@@ -5,25 +5,32 @@ Two steps, so that the fit can be checked without ns-3:
 ``--measure OUT.csv`` (needs the optional ns-3 package; about 10 minutes on two idle cores) runs
 the reference cases on the ns-3 backend and writes them to OUT.csv (the committed file is
 ``docs/results/ns3_reference.csv``; a script writes into docs/ only when asked): per case the
-collective time (or, for the single-flow cases, the flow completion time) and the wall time of
-the ns-3 epoch, beside the flowsim wall time of the same epoch in both sharing modes, measured in
-the same run.
+collective time (or, for the single-flow cases, the flow completion time; for two flows started
+together, when the later ends) and the wall time of the ns-3 epoch, beside the flowsim wall time
+of the same epoch in both sharing modes, measured in the same run. The cases: the star tree
+(p = 0, 1, 2, 4 long-lived flows, and p = 2 from one host), a pair of ranks exchanging 1 MB or
+16 MB both ways, a leaf-spine tree with ECMP (p = 0, 1, 2), and leaf-spine cases that isolate
+its flows: two flows from or into one host, within a leaf or across a spine, and one flow
+alone or beside long-lived flows (:data:`CASES`).
 
 The fit (always) reads that file and fits :class:`flowsim.tcp.TcpModel`:
 
 - ``goodput`` is not fitted but derived: 1448 payload bytes per 1502 on the wire (TCP with
   timestamps, IPv4, PPP);
 - ``startup_s`` (whole microseconds, 0-100) and ``reverse_share`` (steps of 0.01, 0.5-1)
-  together, on the cases without long-lived flows, where the extra weight plays no part: the
-  pair of ranks exchanging 1 MB and 16 MB both ways at once and the star tree at p = 0. For
-  each start-up, the share that minimises the larger error on the two pair cases (the only
-  ones where the cap binds); then the start-up whose (start-up, share) minimises the largest
-  error on all three;
-- ``long_lived_extra`` (steps of 0.1, 0-4) minimises the largest relative error on the star
-  trees with p = 1, 2, 4 long-lived flows into rank 3.
+  together, with the other corrections off, on the cases without long-lived flows or flows of
+  different round trips: the pair of ranks exchanging 1 MB and 16 MB both ways at once and the
+  star tree at p = 0. For each start-up, the share that minimises the larger error on the two
+  pair cases (the only ones where the cap binds); then the start-up whose (start-up, share)
+  minimises the largest error on all three;
+- the five parameters of sharing between flows of different round trips and ages
+  (``rtt_exponent``, ``ramp_segments``, ``young_weight``, ``young_s``, ``long_lived_extra``)
+  together: the combination of :data:`GRID` with the least largest relative error on
+  :data:`FIT_SHARING` (the star trees with long-lived flows, the leaf-spine trees at p = 0 and
+  1 and the isolating leaf-spine cases).
 
-The other cases are validation only: the one-source variant of p = 2 and a leaf-spine with
-ECMP.
+The other cases are validation only: the star tree at p = 2 from one host and the leaf-spine
+tree at p = 2.
 
 It prints the fitted values beside :data:`flowsim.tcp.FITTED` (which must be these values) and
 a table of every case on ns-3, exact max-min and the TCP-aware mode with the relative errors

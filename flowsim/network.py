@@ -32,6 +32,9 @@ Model
   are max-min fair with caps (every flow at its cap or on a bottleneck) and the incremental
   re-solve below needs nothing new: a cap change is a capacity change of that link. Flows
   without a cap take exactly the path they took before caps existed.
+- **Weight changes** (:meth:`Network.set_weight`): the flow is re-solved as if it had left and
+  arrived again with its new weight (bytes sent, path and cap kept), so the incremental
+  re-solve needs nothing new either.
 - **Records** (``network.records``) are appended when each flow's event fires, so they are in
   ``end_s`` order. A completion predicted earlier and then superseded leaves an idle internal
   timer in the queue (SimPy cannot cancel an event), so ``env.run()`` without ``until`` may stop
