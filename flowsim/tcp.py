@@ -292,7 +292,8 @@ class TcpNetwork(Network):
         if self._rtt_ref is None:
             hosts = self.topology.hosts
             self._rtt_ref = self._round_trip(tuple(self.router.route(hosts[0], hosts[-1], 0)))
-        links = tuple(self.router.route(src, dst, port) if path is None else path)
+        links = tuple(self.router.route(src, dst, port) if path is None
+                      else self.router.check_path(src, dst, path))
         rtt = self._round_trip(links)
         return 1.0 if rtt == self._rtt_ref else (self._rtt_ref / rtt) ** k
 
