@@ -53,8 +53,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from functools import partial
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
