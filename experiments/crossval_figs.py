@@ -15,10 +15,15 @@ one (the algorithm bandwidth improvement of the papers' figures).
     python3 -m experiments.crossval_figs --figure 12   # sim, tcp, ns3 (about 15 min here)
     python3 -m experiments.crossval_figs --figure 5    # (about 15 min here)
     python3 -m experiments.crossval_figs --quick       # seconds: Fig. 12 x=1, p=2, sim and tcp
+    python3 -m experiments.crossval_figs --figure 12 --reuse ns3 --out docs/results
+        # re-runs the simulator's two modes only; the ns-3 rows come from the file already there
 
 Writes ``crossval_fig12.csv`` or ``crossval_fig5.csv`` into ``--out`` (default results/; the
 committed files with ``--out docs/results``; with --quick a temporary folder). Options other
-than the defaults go into the file name (``react.outdir.variant_name``).
+than the defaults go into the file name (``react.outdir.variant_name``). ``--reuse BACKENDS``
+takes those backends' rows from the file of that name already in ``--out`` instead of running
+them (every point must be there), so that a change to the simulator's modes can be re-run in
+seconds beside the hour of ns-3 rows.
 """
 
 from __future__ import annotations
@@ -91,6 +96,26 @@ def points(figure: int, seeds: int, message_bytes: float) -> list[tuple[dict[str
     return out
 
 
+def reused_rows(path: Path, reuse: Sequence[str],
+                todo: Sequence[tuple[dict[str, Any], dict[str, Any]]]
+                ) -> dict[tuple[str, str, str, str], dict[str, str]]:
+    """The rows of the ``reuse`` backends for every point of ``todo``, read from ``path``."""
+    if not path.exists():
+        raise SystemExit(f"crossval_figs: --reuse {','.join(reuse)}: no earlier results at "
+                         f"{path} to take those rows from (run without --reuse first)")
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = {(r["x"], r["p"], r["seed"], r["backend"]): r for r in csv.DictReader(fh)}
+    out = {}
+    for params, _doc in todo:
+        for backend in reuse:
+            key = (str(params["x"]), str(params["p"]), str(params["seed"]), backend)
+            if key not in rows:
+                raise SystemExit(f"crossval_figs: --reuse: {path} has no row for x={key[0]} "
+                                 f"p={key[1]} seed={key[2]} backend={backend}")
+            out[key] = rows[key]
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="crossval_figs", description=__doc__.splitlines()[0])
     parser.add_argument("--figure", type=int, choices=(12, 5), default=12,
@@ -102,9 +127,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=1, help="scenarios per point (default 1)")
     parser.add_argument("--message-bytes", type=float, default=2e6,
                         help="message size (default 2e6; the paper's 20e6 takes 10x longer)")
+    parser.add_argument("--reuse", default="", metavar="BACKENDS",
+                        help="backends (of --backends) whose rows are taken from the CSV of the "
+                             "same name already in --out instead of being run again (e.g. ns3)")
     parser.add_argument("--out", default=None, help="folder for the CSV")
     args = parser.parse_args(argv)
     backends = args.backends.split(",")
+    reuse = [b for b in args.reuse.split(",") if b]
+    unknown = [b for b in reuse if b not in backends]
+    if unknown or (reuse and args.quick):
+        parser.error(f"--reuse {args.reuse}: expected some of --backends ({args.backends}), "
+                     "and not with --quick")
     todo = points(args.figure, args.seeds, args.message_bytes)
     if args.quick:
         todo = [(params, doc) for params, doc in points(12, 1, args.message_bytes)
@@ -116,21 +149,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    "b": args.backends},
                             {"s": 1, "m": 2e6, "b": "maxmin,tcp,ns3"})
     out_dir, _ = experiment_dirs(stem, quick=args.quick, out=args.out, default_out=RESULTS)
-    rows = []
+    path = out_dir / f"{stem}.csv"
+    kept = reused_rows(path, reuse, todo) if reuse else {}
+    rows: list[dict[str, Any]] = []
     with ExitStack() as stack:
-        if "ns3" in backends:
+        if "ns3" in backends and "ns3" not in reuse:
             from react.backends.ns3 import shared_child
 
             stack.enter_context(shared_child())
         for params, doc in todo:
             for backend in backends:
+                if backend in reuse:
+                    rows.append(kept[(str(params["x"]), str(params["p"]), str(params["seed"]),
+                                      backend)])
+                    continue
                 row = {**params, "backend": backend, **run_point(doc, backend)}
                 rows.append(row)
                 print(f"x={row['x']} p={row['p']} seed={row['seed']} {backend:<7} off "
                       f"{row['off_us']:>9,.1f} µs  on {row['on_us']:>9,.1f} µs  gain "
                       f"{row['gain']:+.1%}  ({row['decision'] or 'no decision'}; "
                       f"{row['wall_s']} s)", flush=True)
-    path = out_dir / f"{stem}.csv"
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()

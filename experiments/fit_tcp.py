@@ -5,25 +5,32 @@ Two steps, so that the fit can be checked without ns-3:
 ``--measure OUT.csv`` (needs the optional ns-3 package; about 10 minutes on two idle cores) runs
 the reference cases on the ns-3 backend and writes them to OUT.csv (the committed file is
 ``docs/results/ns3_reference.csv``; a script writes into docs/ only when asked): per case the
-collective time (or, for the single-flow cases, the flow completion time) and the wall time of
-the ns-3 epoch, beside the flowsim wall time of the same epoch in both sharing modes, measured in
-the same run.
+collective time (or, for the single-flow cases, the flow completion time; for two flows started
+together, when the later ends) and the wall time of the ns-3 epoch, beside the flowsim wall time
+of the same epoch in both sharing modes, measured in the same run. The cases: the star tree
+(p = 0, 1, 2, 4 long-lived flows, and p = 2 from one host), a pair of ranks exchanging 1 MB or
+16 MB both ways, a leaf-spine tree with ECMP (p = 0, 1, 2), and leaf-spine cases that isolate
+its flows: two flows from or into one host, within a leaf or across a spine, and one flow
+alone or beside long-lived flows (:data:`CASES`).
 
 The fit (always) reads that file and fits :class:`flowsim.tcp.TcpModel`:
 
 - ``goodput`` is not fitted but derived: 1448 payload bytes per 1502 on the wire (TCP with
   timestamps, IPv4, PPP);
 - ``startup_s`` (whole microseconds, 0-100) and ``reverse_share`` (steps of 0.01, 0.5-1)
-  together, on the cases without long-lived flows, where the extra weight plays no part: the
-  pair of ranks exchanging 1 MB and 16 MB both ways at once and the star tree at p = 0. For
-  each start-up, the share that minimises the larger error on the two pair cases (the only
-  ones where the cap binds); then the start-up whose (start-up, share) minimises the largest
-  error on all three;
-- ``long_lived_extra`` (steps of 0.1, 0-4) minimises the largest relative error on the star
-  trees with p = 1, 2, 4 long-lived flows into rank 3.
+  together, with the other corrections off, on the cases without long-lived flows or flows of
+  different round trips: the pair of ranks exchanging 1 MB and 16 MB both ways at once and the
+  star tree at p = 0. For each start-up, the share that minimises the larger error on the two
+  pair cases (the only ones where the cap binds); then the start-up whose (start-up, share)
+  minimises the largest error on all three;
+- the five parameters of sharing between flows of different round trips and ages
+  (``rtt_exponent``, ``ramp_segments``, ``young_weight``, ``young_s``, ``long_lived_extra``)
+  together: the combination of :data:`GRID` with the least largest relative error on
+  :data:`FIT_SHARING` (the star trees with long-lived flows, the leaf-spine trees at p = 0 and
+  1 and the isolating leaf-spine cases).
 
-The other cases are validation only: the one-source variant of p = 2 and a leaf-spine with
-ECMP.
+The other cases are validation only: the star tree at p = 2 from one host and the leaf-spine
+tree at p = 2.
 
 It prints the fitted values beside :data:`flowsim.tcp.FITTED` (which must be these values) and
 a table of every case on ns-3, exact max-min and the TCP-aware mode with the relative errors
@@ -37,6 +44,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -56,7 +65,8 @@ class Case:
     """One reference case: a scenario document and what its number means."""
 
     name: str
-    kind: str  # "single": FCT of the epoch's first flow; "collective": the collective time
+    kind: str  # "single": FCT of the epoch's first flow; "collective": the collective time;
+    #            "last": when the last flow of the jobs' first epochs ended (they start together)
     doc: dict[str, Any]
     size_bytes: float = 0.0  # single-flow cases: bytes of that flow
 
@@ -86,29 +96,81 @@ def _single(size_bytes: float) -> dict[str, Any]:
     }
 
 
-def _leaf_spine() -> dict[str, Any]:
-    """16-rank dual tree, 4 MB, leaf-spine (4 leaves x 2 spines, 5 hosts each, 100G, 1 µs),
-    four ECMP connections per pair, two long-lived flows from leaf 3 into rank 3 (leaf 0)."""
+LEAF_SPINE = {"name": "leaf_spine", "leaves": 4, "spines": 2, "hosts_per_leaf": 5}
+"""4 leaves x 2 spines, 5 hosts per leaf (h0-h4 under leaf0, ...), 100G, 1 µs links: 2.5:1
+oversubscribed; a path within a leaf has 2 links, one across a spine 4."""
+
+
+def _leaf_spine(background: Sequence[str] = ("h18", "h19")) -> dict[str, Any]:
+    """16-rank dual tree, 4 MB, on :data:`LEAF_SPINE` (ranks on h0-h15), four ECMP connections
+    per pair, a long-lived flow into rank 3 (h3, leaf 0) from each of ``background`` (leaf 3)."""
     return {
-        "seed": 1, "connections": 4,
-        "topology": {"name": "leaf_spine", "leaves": 4, "spines": 2, "hosts_per_leaf": 5},
+        "seed": 1, "connections": 4, "topology": dict(LEAF_SPINE),
         "jobs": [{"name": "tree", "collective": "allreduce_double_binary_tree", "ranks": 16,
                   "message_bytes": 4e6, "epochs": 1}],
-        "background": [{"kind": "long_lived", "src": f"h{h}", "dst": "tree:3"}
-                       for h in (18, 19)],
+        "background": [{"kind": "long_lived", "src": h, "dst": "tree:3"} for h in background],
     }
 
 
+def _leaf_spine_flows(flows: Sequence[tuple[str, str]], size_bytes: float,
+                      background: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+    """One flow of ``size_bytes`` per ``(src, dst)`` of ``flows`` on :data:`LEAF_SPINE`, all
+    starting together (each a 2-rank broadcast job of its own, one connection: the ECMP seed
+    sends every flow and every long-lived ``background`` flow here across spine 0)."""
+    return {
+        "seed": 1, "connections": 1, "topology": dict(LEAF_SPINE),
+        "jobs": [{"name": f"f{k}", "collective": "broadcast_binary_tree", "ranks": 2,
+                  "placement": [src, dst], "message_bytes": size_bytes, "epochs": 1}
+                 for k, (src, dst) in enumerate(flows)],
+        "background": [{"kind": "long_lived", "src": src, "dst": dst}
+                       for src, dst in background],
+    }
+
+
+INTO_H3 = (("h18", "h3"), ("h19", "h3"))
 CASES: tuple[Case, ...] = (
     Case("pair-1MB", "single", _single(1e6), 1e6),
     Case("pair-16MB", "single", _single(16e6), 16e6),
     *(Case(f"star-tree-p{p}", "collective", _star_tree(p)) for p in (0, 1, 2, 4)),
     Case("star-tree-p2-one-source", "collective", _star_tree(2, sources=1)),
     Case("leaf-spine-tree-p2", "collective", _leaf_spine()),
+    # the same tree without the long-lived flows and with one
+    Case("leaf-spine-tree-p0", "collective", _leaf_spine(())),
+    Case("leaf-spine-tree-p1", "collective", _leaf_spine(("h18",))),
+    # two 2 MB flows from one host or into one host: within a leaf or across a spine
+    Case("ls-out-leaf-spine", "last", _leaf_spine_flows((("h0", "h1"), ("h0", "h5")), 2e6)),
+    Case("ls-in-leaf-spine", "last", _leaf_spine_flows((("h1", "h0"), ("h5", "h0")), 2e6)),
+    Case("ls-out-leaf-leaf", "last", _leaf_spine_flows((("h0", "h1"), ("h0", "h2")), 2e6)),
+    Case("ls-out-spine-spine", "last", _leaf_spine_flows((("h0", "h5"), ("h0", "h10")), 2e6)),
+    # one 16 MB flow (2 MB: -2MB) alone or beside long-lived flows (from leaf 3 into h3)
+    Case("ls-lone-spine", "single", _leaf_spine_flows((("h5", "h3"),), 16e6), 16e6),
+    Case("ls-spine-bg2", "single", _leaf_spine_flows((("h5", "h3"),), 16e6, INTO_H3), 16e6),
+    Case("ls-leaf-bg2", "single", _leaf_spine_flows((("h1", "h3"),), 16e6, INTO_H3), 16e6),
+    Case("ls-spine-bg1", "single", _leaf_spine_flows((("h5", "h3"),), 16e6, INTO_H3[:1]),
+         16e6),
+    Case("ls-leaf-bg1", "single", _leaf_spine_flows((("h1", "h3"),), 16e6, INTO_H3[:1]),
+         16e6),
+    Case("ls-uplink-bg1", "single", _leaf_spine_flows((("h15", "h7"),), 16e6, INTO_H3[:1]),
+         16e6),
+    Case("ls-uplink-bg1-2MB", "single", _leaf_spine_flows((("h15", "h7"),), 2e6, INTO_H3[:1]),
+         2e6),
 )
 FIT_STARTUP = ("pair-1MB", "pair-16MB", "star-tree-p0")
 FIT_SHARE = ("pair-1MB", "pair-16MB")
-FIT_EXTRA = ("star-tree-p1", "star-tree-p2", "star-tree-p4")
+FIT_SHARING = ("ls-out-leaf-spine", "ls-in-leaf-spine", "ls-leaf-bg1", "ls-uplink-bg1-2MB",
+               "ls-spine-bg1", "ls-uplink-bg1", "ls-spine-bg2", "ls-leaf-bg2",
+               "ls-out-leaf-leaf", "ls-out-spine-spine", "ls-lone-spine", "leaf-spine-tree-p1",
+               "leaf-spine-tree-p0", "star-tree-p1", "star-tree-p2", "star-tree-p4")
+"""The cases of the joint fit of the five sharing parameters (module docstring), cheap and
+telling ones first (the fit drops a combination at its first case off by more than the best)."""
+GRID = {
+    "rtt_exponent": (1.0, 1.5, 2.0, 2.5, 3.0),
+    "ramp_segments": (1.5, 2.0, 2.5, 3.0, 3.5, 4.0),
+    "young_weight": (0.3, 0.4, 0.5, 0.6),
+    "young_s": (400e-6, 800e-6, 1200e-6, 1600e-6, 2400e-6),
+    "long_lived_extra": (0.0, 0.5, 1.0, 1.5),
+}
+"""The joint fit's grid (every combination is tried)."""
 SEGMENT_BYTES = 1448
 """TCP payload per packet (react.backends.ns3.spec's default)."""
 HEADER_BYTES = 54
@@ -118,6 +180,8 @@ IPv4 20, PPP 2."""
 
 # -- running one case ------------------------------------------------------------------------------
 def _value(case: Case, runs: dict[str, Any]) -> float:
+    if case.kind == "last":  # the last flow of the jobs' first epochs (they start together)
+        return max(f.end_s for run in runs.values() for f in run.results[0].flows)
     (run,) = runs.values()
     result = run.results[0]
     if case.kind == "single":
@@ -152,7 +216,7 @@ def run_ns3(case: Case) -> tuple[float, float]:
     scenario = parse_scenario(case.doc, source=case.name).with_backend("ns3")
     with open_jobs(scenario) as jobs:
         runs = run_jobs(jobs)
-        wall = sum(b["wall_s"] for b in jobs[0].backend.batches)
+        wall = sum(c["wall_s"] for c in jobs[0].backend.world.calls)
     return _value(case, runs), wall
 
 
@@ -213,10 +277,25 @@ def fit(reference: dict[str, dict[str, str]]) -> Any:
 
     base = min((without_extra(us) + (us,) for us in range(0, 101)),
                key=lambda t: (t[0], t[2]))[1]
-    extras = np.round(np.arange(0.0, 4.01, 0.1), 1)
-    extra = min(extras, key=lambda x: (
-        worst(replace(base, long_lived_extra=float(x)), FIT_EXTRA), x))
-    return replace(base, long_lived_extra=float(extra))
+    # the five sharing parameters together (every combination of GRID), cases in a fixed order:
+    # a combination is dropped as soon as one case is off by more than the best so far
+    by_name = {c.name: c for c in CASES}
+    cases = [by_name[n] for n in FIT_SHARING if n in reference]
+    if not cases:
+        raise SystemExit(f"fit_tcp: the reference has none of the cases {', '.join(FIT_SHARING)}")
+    names = list(GRID)
+    best: tuple[float, tuple[float, ...]] = (math.inf, ())
+    for values in itertools.product(*GRID.values()):
+        model = replace(base, **dict(zip(names, values, strict=True)))
+        err = 0.0
+        for c in cases:
+            err = max(err, abs(run_sim(c, "tcp", model)[0] * 1e6
+                               / float(reference[c.name]["ns3_us"]) - 1))
+            if err > best[0]:
+                break
+        if (err, values) < best:
+            best = (err, values)
+    return replace(base, **dict(zip(names, best[1], strict=True)))
 
 
 def table(reference: dict[str, dict[str, str]], model: Any) -> list[dict[str, Any]]:
@@ -258,7 +337,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = fit(reference)
     for label, m in (("fitted", model), ("FITTED", FITTED)):
         print(f"{label}: goodput {m.goodput:.3f}, startup {m.startup_s * 1e6:.0f} µs, "
-              f"long-lived extra {m.long_lived_extra:.1f}, reverse share {m.reverse_share:.2f}")
+              f"reverse share {m.reverse_share:.2f}, rtt exponent {m.rtt_exponent:g}, "
+              f"ramp {m.ramp_segments:g} segments, young weight {m.young_weight:g} for "
+              f"{m.young_s * 1e6:.0f} µs, long-lived extra {m.long_lived_extra:g}")
     rows = table(reference, model)
     print(f"{'case':<26} {'ns-3 µs':>10} {'max-min':>10} {'err':>7} {'tcp mode':>10} "
           f"{'err':>7} {'ns-3 wall s':>11} {'x faster':>16}")

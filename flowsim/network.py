@@ -32,6 +32,9 @@ Model
   are max-min fair with caps (every flow at its cap or on a bottleneck) and the incremental
   re-solve below needs nothing new: a cap change is a capacity change of that link. Flows
   without a cap take exactly the path they took before caps existed.
+- **Weight changes** (:meth:`Network.set_weight`): the flow is re-solved as if it had left and
+  arrived again with its new weight (bytes sent, path and cap kept), so the incremental
+  re-solve needs nothing new either.
 - **Records** (``network.records``) are appended when each flow's event fires, so they are in
   ``end_s`` order. A completion predicted earlier and then superseded leaves an idle internal
   timer in the queue (SimPy cannot cancel an event), so ``env.run()`` without ``until`` may stop
@@ -410,6 +413,60 @@ class Network:
             self._cap_ext[lk] = cap
             self._cap_list[lk] = cap
         self._cap_changed.append(lk)
+        self._schedule_resolve()
+
+    def set_weight(self, flow_id: int, weight: float) -> None:
+        """Change a running flow's max-min weight now (> 0; see ``weight`` in
+        :meth:`start_flow`).
+
+        The flow is re-solved as if it had left and arrived again at this instant with the
+        new weight, keeping its bytes sent, its path and its cap.
+
+        Raises
+        ------
+        FlowError
+            If ``flow_id`` is not a running flow, or on a bad weight.
+        """
+        slot = self._slot_of.get(flow_id)
+        if slot is None:
+            raise FlowError(
+                f"set_weight: flow_id={flow_id!r} is not running (finished, stopped or unknown)"
+            )
+        w = float(weight)
+        if not (math.isfinite(w) and w > 0):
+            raise FlowError(f"set_weight: weight={weight!r}, expected a positive finite number")
+        m = self._flow(slot)
+        if w == m.weight:
+            return
+        rate = self._rt[slot]
+        if rate >= 0:  # solved before: out as a departure, back in as an arrival
+            now = float(self.env.now)
+            t0: Any
+            sent: Any
+            left: Any
+            if self._lists_mode:
+                t0, sent, left = self._t0l, self._sentl, self._leftl
+            else:
+                t0, sent, left = self._t0, self._sent, self._left
+            moved = rate * (now - float(t0[slot]))
+            sent[slot] += moved
+            left[slot] = float(left[slot]) - moved
+            t0[slot] = now
+            if self._lv[slot] < self._dep_level:
+                self._dep_level = self._lv[slot]
+            self._dep_links.extend(m.links)
+            if self._loads_valid:
+                load, members = self._load, self._members
+                for lk in m.links:
+                    load[lk] = load[lk] - rate if len(members[lk]) > 1 else 0.0
+            self._pending_departed = True
+            self._rate[slot] = self._rt[slot] = -1.0
+            self._level[slot] = self._lv[slot] = math.inf
+            self._end[slot] = math.inf
+            self._arrivals.append(slot)
+        self._n_weighted += (w != 1.0) - (m.weight != 1.0)
+        self._weight[slot] = self._wt[slot] = w
+        m.weight = w
         self._schedule_resolve()
 
     def stop_flow(self, flow_id: int) -> None:

@@ -12,7 +12,7 @@ import pytest
 from flowsim.errors import FlowError
 from flowsim.network import Network
 from flowsim.tcp import MAXMIN, TcpModel, TcpNetwork
-from flowsim.topologies import star
+from flowsim.topologies import leaf_spine, star
 
 
 def _fct(net, src, dst, size):
@@ -86,6 +86,11 @@ def test_without_corrections_it_is_plain_max_min():
     ({"long_lived_extra": math.nan}, "long_lived_extra must be a finite number >= 0"),
     ({"reverse_share": 0.0}, "reverse_share must be in \\(0, 1\\], got reverse_share=0.0"),
     ({"reverse_share": math.nan}, "got reverse_share=nan"),
+    ({"rtt_exponent": -1.0}, "rtt_exponent must be a finite number >= 0, got rtt_exponent=-1.0"),
+    ({"ramp_segments": 0.0}, "ramp_segments must be a number > 0 \\(math.inf: no ramp\\)"),
+    ({"young_weight": 0.0}, "young_weight must be in \\(0, 1\\], got young_weight=0.0"),
+    ({"young_weight": 2.0}, "got young_weight=2.0"),
+    ({"young_s": -1e-6}, "young_s must be a finite number >= 0"),
 ])
 def test_bad_model_parameters_are_named(kwargs, message):
     with pytest.raises(FlowError, match=message):
@@ -152,3 +157,79 @@ def test_the_pair_cap_starts_with_the_sending_after_startup():
     net.env.run()
     assert a.value.end_s == pytest.approx(172e-6, rel=1e-12)
     assert b.value.end_s == pytest.approx(412e-6, rel=1e-12)
+
+
+# -- round trips, ramps and young flows -----------------------------------------------------------
+# The queueing delay every round trip includes: 32 packets of 1502 bytes at 100 Gb/s.
+QUEUE_S = 32 * 1502 * 8 / 100e9
+
+
+def test_a_shorter_round_trip_takes_more_of_a_common_link():
+    # 2 leaves x 1 spine x 2 hosts, 1 µs links. 1 MB h1 -> h0 (same leaf: 2 links, round trip
+    # 4 µs + queue) and 1 MB h2 -> h0 (across the spine: 4 links, 8 µs + queue) share leaf0 ->
+    # h0. Exponent 1: weights in the ratio of the round trips, w = (8 + q) / (4 + q).
+    w = (8e-6 + QUEUE_S) / (4e-6 + QUEUE_S)
+    net = TcpNetwork(leaf_spine(leaves=2, spines=1, hosts_per_leaf=2),
+                     model=TcpModel(rtt_exponent=1.0))
+    near = net.start_flow("h1", "h0", 1e6)
+    far = net.start_flow("h2", "h0", 1e6)
+    net.env.run()
+    t1 = 8e6 / (100e9 * w / (w + 1))  # the near flow's last byte leaves
+    far_sent = 100e9 / (w + 1) * t1  # bits
+    assert near.value.end_s == pytest.approx(t1 + 2e-6, rel=1e-12)
+    assert far.value.end_s == pytest.approx(t1 + (8e6 - far_sent) / 100e9 + 4e-6, rel=1e-12)
+    assert w == pytest.approx(1.5099, abs=1e-4)
+
+
+def test_a_rate_rise_is_held_back_for_the_ramps_lost_time():
+    # 1 MB h0 -> h2 and 2 MB h1 -> h2 on a star: 50 Gb/s each until the 1 MB is sent at 160 µs;
+    # the other's share rises by 50 Gb/s. Ramp of 2 segments of 1448 bytes per round trip
+    # (2 + 2 µs + queue): slope a = 2 x 11584 / rtt^2, held at 50 Gb/s for 50e9 / (2 a)
+    # (about 66 µs), then 100 Gb/s for the rest; held once, not again when the hold ends.
+    rtt = 4e-6 + QUEUE_S
+    hold = 50e9 / (2 * (2 * 1448 * 8 / rtt**2))
+    net = TcpNetwork(star(3), model=TcpModel(ramp_segments=2.0))
+    short = net.start_flow("h0", "h2", 1e6)
+    long = net.start_flow("h1", "h2", 2e6)
+    net.env.run()
+    assert short.value.end_s == pytest.approx(162e-6, rel=1e-12)
+    rest = 16e6 - 8e6 - 50e9 * hold
+    assert long.value.end_s == pytest.approx(160e-6 + hold + rest / 100e9 + 2e-6, rel=1e-12)
+    assert hold == pytest.approx(66.4e-6, abs=0.1e-6)
+    # without the ramp, max-min: the last 1 MB at 100 Gb/s, 240 + 2 µs
+    net = TcpNetwork(star(3), model=MAXMIN)
+    long = net.start_flow("h1", "h2", 2e6)
+    net.start_flow("h0", "h2", 1e6)
+    net.env.run()
+    assert long.value.end_s == pytest.approx(242e-6, rel=1e-12)
+
+
+def test_a_young_flow_yields_to_an_old_one_until_it_grows_up():
+    # A long-lived h1 -> h2 (weight 1) and 1 MB h0 -> h2, young (weight 0.5) for 60 µs:
+    # 1/3 of 100 Gb/s for 60 µs (2e6 bits), then half: the other 6e6 bits in 120 µs; + 2 µs.
+    # Alone, a young flow runs at full rate: 80 + 2 µs.
+    model = TcpModel(young_weight=0.5, young_s=60e-6)
+    net = TcpNetwork(star(3), model=model)
+    net.start_flow("h1", "h2", math.inf)
+    assert _fct(net, "h0", "h2", 1e6).end_s == pytest.approx(182e-6, rel=1e-12)
+    assert _fct(TcpNetwork(star(3), model=model), "h0", "h2", 1e6).end_s == pytest.approx(
+        82e-6, rel=1e-12)
+
+
+def test_fitted_mode_delivers_every_byte_of_a_busy_leaf_spine():
+    # All the corrections at once (pair caps, holds, young flows, weights) on random flows: every
+    # flow finishes with exactly its bytes, and long-lived flows run until stopped.
+    import random
+
+    rng = random.Random(5)
+    topo = leaf_spine(leaves=3, spines=2, hosts_per_leaf=3)
+    net = TcpNetwork(topo)
+    bg = net.start_flow("h8", "h0", math.inf)
+    events = []
+    for _ in range(60):
+        src, dst = rng.sample(topo.hosts, 2)
+        events.append(net.start_flow(src, dst, rng.uniform(1e5, 2e6), port=rng.randrange(4),
+                                     tenant=rng.choice("ab")))
+    net.env.run(until=0.05)
+    assert all(ev.triggered and ev.value.sent_bytes == ev.value.size_bytes for ev in events)
+    assert not bg.triggered
