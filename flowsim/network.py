@@ -385,6 +385,15 @@ class Network:
         self._schedule_resolve()
         return event
 
+    def _running_slot(self, func: str, flow_id: int) -> int:
+        """The slot of running flow ``flow_id``; a FlowError naming ``func`` if it is not one."""
+        slot = self._slot_of.get(flow_id)
+        if slot is None:
+            raise FlowError(
+                f"{func}: flow_id={flow_id!r} is not running (finished, stopped or unknown)"
+            )
+        return slot
+
     def set_rate_cap(self, flow_id: int, rate_cap_bps: float | None) -> None:
         """Change a running flow's rate cap now (bits per second; None or ``math.inf``: none).
 
@@ -396,11 +405,7 @@ class Network:
         FlowError
             If ``flow_id`` is not a running flow, or on a bad cap.
         """
-        slot = self._slot_of.get(flow_id)
-        if slot is None:
-            raise FlowError(
-                f"set_rate_cap: flow_id={flow_id!r} is not running (finished, stopped or unknown)"
-            )
+        slot = self._running_slot("set_rate_cap", flow_id)
         cap = _cap_bytes("set_rate_cap", rate_cap_bps) if rate_cap_bps is not None else None
         m = self._flow(slot)
         lk = m.cap_link
@@ -427,11 +432,7 @@ class Network:
         FlowError
             If ``flow_id`` is not a running flow, or on a bad weight.
         """
-        slot = self._slot_of.get(flow_id)
-        if slot is None:
-            raise FlowError(
-                f"set_weight: flow_id={flow_id!r} is not running (finished, stopped or unknown)"
-            )
+        slot = self._running_slot("set_weight", flow_id)
         w = float(weight)
         if not (math.isfinite(w) and w > 0):
             raise FlowError(f"set_weight: weight={weight!r}, expected a positive finite number")
@@ -477,11 +478,7 @@ class Network:
         FlowError
             If ``flow_id`` is not a running flow.
         """
-        slot = self._slot_of.get(flow_id)
-        if slot is None:
-            raise FlowError(
-                f"stop_flow: flow_id={flow_id!r} is not running (finished, stopped or unknown)"
-            )
+        slot = self._running_slot("stop_flow", flow_id)
         self._depart(slot, float(self.env.now), stopped=True)
         self._schedule_resolve()
 

@@ -233,6 +233,13 @@ def _endpoints(func: str, network: Network, src: str, dst: str) -> None:
         raise FlowError(f"{func}: src and dst are both {src!r}; expected two different hosts")
 
 
+def _count(func: str, count: object) -> None:
+    if count is not None and (
+        isinstance(count, bool) or not isinstance(count, numbers.Integral) or count <= 0
+    ):
+        raise FlowError(f"{func}: count must be a positive integer or None, got count={count!r}")
+
+
 def _port(func: str, port: object) -> int:
     if isinstance(port, bool) or not isinstance(port, numbers.Integral):
         raise FlowError(f"{func}: port must be an integer, got port={port!r}")
@@ -369,10 +376,7 @@ def periodic_bulk(
     start, stop = _window(func, network, start_s, stop_s)
     _endpoints(func, network, src, dst)
     port = _port(func, port)
-    if count is not None and (
-        isinstance(count, bool) or not isinstance(count, numbers.Integral) or count <= 0
-    ):
-        raise FlowError(f"{func}: count must be a positive integer or None, got count={count!r}")
+    _count(func, count)
     source = TrafficSource(network, func, src, dst, tenant=tenant, tag=tag)
     env = network.env
 
@@ -448,10 +452,7 @@ def ping_pong(
     start, stop = _window(func, network, start_s, stop_s)
     _endpoints(func, network, src, dst)
     port = _port(func, port)
-    if count is not None and (
-        isinstance(count, bool) or not isinstance(count, numbers.Integral) or count <= 0
-    ):
-        raise FlowError(f"{func}: count must be a positive integer or None, got count={count!r}")
+    _count(func, count)
     source = TrafficSource(network, func, src, dst, tenant=tenant, tag=tag)
     env = network.env
 

@@ -49,9 +49,10 @@ the base pattern is re-measured after a revert; candidates are judged on the who
 estimated critical path, not on the current critical paths mapped through the swap (a swap can
 make another path critical); an unseen pair is priced from its endpoints' links
 (:mod:`react.estimate`); optionally (``concurrency``) flows are priced at the links they share
-with the flows that overlap them in time rather than with those of their step. ``max_accepted`` (Algorithm 1's ``Kmax``/``Amax`` has no value in
-Table 3; 4 here), the growth of ``Kt`` (+5 per exploration), and that a rank already moved in
-this batch is not moved again in it are choices where the paper is silent.
+with the flows that overlap them in time rather than with those of their step.
+``max_accepted`` (Algorithm 1's ``Kmax``/``Amax`` has no value in Table 3; 4 here), the growth
+of ``Kt`` (+5 per exploration), and that a rank already moved in this batch is not moved again
+in it are choices where the paper is silent.
 """
 
 from __future__ import annotations

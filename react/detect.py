@@ -119,17 +119,21 @@ def throughput_matrix(pattern: Pattern, batch: Sequence[EpochResult]) -> np.ndar
     """
     if not batch:
         raise ReactError("detect_congestion: the batch is empty, expected at least one epoch")
-    rows = []
+    check_ran(pattern, batch, "detect_congestion")
+    rows = [[t.throughput_bps for t in result.flows] for result in batch]
+    return np.asarray(rows, dtype=np.float64)
+
+
+def check_ran(pattern: Pattern, batch: Sequence[EpochResult], where: str) -> None:
+    """Raise a ReactError naming ``where`` unless every epoch of ``batch`` ran ``pattern``."""
     for result in batch:
         if len(result.flows) != len(pattern.flows) or any(
             t.flow != f for t, f in zip(result.flows, pattern.flows, strict=True)
         ):
             raise ReactError(
-                f"detect_congestion: epoch {result.epoch} did not run this pattern's flows "
+                f"{where}: epoch {result.epoch} did not run this pattern's flows "
                 f"({len(result.flows)} observed, {len(pattern.flows)} in the pattern)"
             )
-        rows.append([t.throughput_bps for t in result.flows])
-    return np.asarray(rows, dtype=np.float64)
 
 
 def detect_congestion(

@@ -54,7 +54,7 @@ import numpy as np
 
 from react.backends.base import EpochResult
 from react.critical import schedule
-from react.detect import flow_degrees
+from react.detect import check_ran, flow_degrees
 from react.errors import ReactError
 from react.pattern import Flow, Pattern
 
@@ -104,14 +104,7 @@ class FctHistory:
         """Record every flow of every epoch in ``batch`` (all run with ``pattern``)."""
         degrees = flow_degrees(pattern).tolist()
         sides: list[tuple[float, float]] = list(_side_degrees(pattern))
-        for result in batch:
-            if len(result.flows) != len(pattern.flows) or any(
-                t.flow != f for t, f in zip(result.flows, pattern.flows, strict=True)
-            ):
-                raise ReactError(
-                    f"FctHistory.add: epoch {result.epoch} did not run this pattern's flows "
-                    f"({len(result.flows)} observed, {len(pattern.flows)} in the pattern)"
-                )
+        check_ran(pattern, batch, "FctHistory.add")
         for result in batch:
             if self._concurrency == "schedule":
                 sides = _overlap_sharing(

@@ -148,14 +148,16 @@ def check_max_min_with_caps(flows, caps_bps, link_caps_bps):
 @every_regime
 @pytest.mark.parametrize("seed", range(4))
 def test_rates_with_caps_are_max_min_after_every_change(seed, small_flows, list_flows):
-    # Random arrivals (some capped, some weighted, some long-lived), cap changes, stops and
-    # link capacity changes on a small leaf-spine, in every re-solve regime of the engine.
+    # Random arrivals (some capped, some weighted, some long-lived), cap changes, weight
+    # changes, stops and link capacity changes on a small leaf-spine, in every re-solve regime
+    # of the engine.
     rng = random.Random(seed)
     topo, network = small_leaf_spine(seed, small_flows, list_flows)
     hosts = topo.hosts
     caps: dict[int, float] = {}
     checked = []
     at_cap = []
+    reweighted = []
 
     def driver(env):
         events = []
@@ -172,7 +174,7 @@ def test_rates_with_caps_are_max_min_after_every_change(seed, small_flows, list_
                 events.append(ev)
                 if cap is not None:
                     caps[ev.flow_id] = cap
-            elif action < 0.7:
+            elif action < 0.6:
                 ev = rng.choice(live)
                 cap = rng.choice([None, 3 * GBPS, 15 * GBPS, 60 * GBPS])
                 network.set_rate_cap(ev.flow_id, cap)
@@ -180,6 +182,10 @@ def test_rates_with_caps_are_max_min_after_every_change(seed, small_flows, list_
                 if cap is not None:
                     caps[ev.flow_id] = cap
             elif action < 0.8:
+                ev = rng.choice(live)
+                network.set_weight(ev.flow_id, rng.choice([1.0, 0.25, 3.0, 1e-6]))
+                reweighted.append(ev.flow_id)
+            elif action < 0.88:
                 network.stop_flow(rng.choice(live).flow_id)
             else:
                 link = rng.randrange(len(topo.links))
@@ -198,3 +204,6 @@ def test_rates_with_caps_are_max_min_after_every_change(seed, small_flows, list_
     network.env.process(driver(network.env))
     network.env.run(until=0.05)
     assert sum(checked) > 100 and len(at_cap) > 10  # caps did bind
+    assert len(reweighted) > 5
+    # every finite flow that finished delivered exactly its bytes
+    assert all(r.sent_bytes == r.size_bytes for r in network.records if not r.stopped)
