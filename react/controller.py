@@ -136,6 +136,11 @@ class ControllerConfig:
         those no worse than their parent go on, up to ``max_accepted`` swaps deep (so at most
         ``Kt x max_accepted`` estimates per exploration). Width 1 is close to Algorithm 1's
         greedy walk, but still accepts estimate-neutral steps.
+    search_slack : float
+        How much slower by estimate than its parent a beam step may be and still go on (0: no
+        slower). A finer estimate (``concurrency = "schedule"``) rates most single swaps a
+        little worse or better rather than equal, and with no slack the beam then stops after
+        one level; docs/deviations.md has the measurement.
     reexplore_epochs : int
         A settled job explores once more after this many epochs (30: the paper's ``Emax x B``,
         "to ensure we are not stuck in a local optima"), then after twice as many, and so on
@@ -163,6 +168,7 @@ class ControllerConfig:
     unseen_pairs: str = "links"
     concurrency: str = "step"
     search_width: int = 4
+    search_slack: float = 0.0
     reexplore_epochs: int = 30
     apply_delay_epochs: int = 0
     seed: int = 0
@@ -171,7 +177,7 @@ class ControllerConfig:
         positive = ("batch_epochs", "trials", "history_epochs", "exploration_rounds",
                     "max_accepted", "search_width")
         non_negative = ("trials_growth", "reexplore_epochs", "apply_delay_epochs", "seed")
-        fractions = ("delta1", "delta2", "epsilon", "revert_threshold")
+        fractions = ("delta1", "delta2", "epsilon", "revert_threshold", "search_slack")
         for name in positive + non_negative:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
@@ -605,10 +611,10 @@ class Controller:
     ) -> int:
         """Estimate up to ``budget`` single swaps from ``parent``; keep those no worse than it.
 
-        A swap joins ``children`` when its estimate is at most the parent's: a step that only
-        keeps the estimate level can open the way to a gain two swaps away (two congested ranks
-        on parallel critical paths: moving either alone shortens nothing). Returns the number
-        of estimates made.
+        A swap joins ``children`` when its estimate is at most the parent's (plus
+        ``search_slack``): a step that only keeps the estimate level can open the way to a gain
+        two swaps away (two congested ranks on parallel critical paths: moving either alone
+        shortens nothing). Returns the number of estimates made.
         """
         trials = 0
         space = self._space(parent.pattern)
@@ -634,7 +640,7 @@ class Controller:
                 seen.add(candidate.flows)
                 trials += 1
                 estimate = _estimated_time(model, candidate, message)
-                if estimate <= parent.estimate_s:
+                if estimate <= parent.estimate_s * (1.0 + self.config.search_slack):
                     children.append(_Path(
                         estimate, candidate, (*parent.swaps, swap),
                         parent.moved | {swap.x, swap.y},

@@ -38,6 +38,7 @@ def test_config_defaults_are_table_3():
         ({"picture_overlap": 0}, "picture_overlap must be a number in \\(0, 1\\], got 0"),
         ({"unseen_pairs": "magic"}, "unseen_pairs must be one of .*'magic'"),
         ({"concurrency": "time"}, "concurrency must be one of .*'checked'.*'time'"),
+        ({"search_slack": -0.1}, "search_slack must be a number in \\[0, 1\\), got -0.1"),
         ({"search_width": 0}, "search_width must be >= 1, got 0"),
         ({"size_aware_detection": 1}, "size_aware_detection must be true or false"),
         ({"history_epochs": 10}, r"history_epochs \(10\) must hold at least two batches"),
