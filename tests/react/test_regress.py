@@ -436,8 +436,9 @@ def test_bad_suite_on_the_command_line_exits_2_goldens_untouched(work, goldens, 
     assert snapshot(goldens) == before
 
 
-@pytest.mark.slow
 def test_default_suite_matches_its_goldens(capsys):
+    # In the default run (about 10 s): a behaviour change that leaves the goldens stale fails
+    # here, not only when someone runs the suite by hand.
     rc = main(["regress", str(ROOT / "experiments/suites/default.toml"), "--against",
                str(ROOT / "experiments/suites/default.golden"), "--workers", "2",
                "--no-progress", "--color", "never"])
