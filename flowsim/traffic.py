@@ -246,6 +246,14 @@ def _port(func: str, port: object) -> int:
     return int(port)
 
 
+def _checked(func: str, network: Network, src: str, dst: str, start_s: float | None,
+             stop_s: float | None, port: object) -> tuple[float, float | None, int]:
+    """Every source's common arguments, checked: ``(start, stop, port)``."""
+    start, stop = _window(func, network, start_s, stop_s)
+    _endpoints(func, network, src, dst)
+    return start, stop, _port(func, port)
+
+
 # -- sources ---------------------------------------------------------------------------------------
 def long_lived(
     network: Network,
@@ -308,9 +316,7 @@ def long_lived(
     (1, ())
     """
     func = "long_lived"
-    start, stop = _window(func, network, start_s, stop_s)
-    _endpoints(func, network, src, dst)
-    port = _port(func, port)
+    start, stop, port = _checked(func, network, src, dst, start_s, stop_s, port)
     source = TrafficSource(network, func, src, dst, tenant=tenant, tag=tag)
 
     def body() -> Generator[simpy.Event, Any, None]:
@@ -373,9 +379,7 @@ def periodic_bulk(
     func = "periodic_bulk"
     size = _positive(func, "size_bytes", size_bytes)
     period = _positive(func, "period_s", period_s)
-    start, stop = _window(func, network, start_s, stop_s)
-    _endpoints(func, network, src, dst)
-    port = _port(func, port)
+    start, stop, port = _checked(func, network, src, dst, start_s, stop_s, port)
     _count(func, count)
     source = TrafficSource(network, func, src, dst, tenant=tenant, tag=tag)
     env = network.env
@@ -449,9 +453,7 @@ def ping_pong(
             or not math.isfinite(gap_s) or gap_s < 0):
         raise FlowError(f"{func}: gap_s must be a finite number >= 0, got gap_s={gap_s!r}")
     gap = float(gap_s)
-    start, stop = _window(func, network, start_s, stop_s)
-    _endpoints(func, network, src, dst)
-    port = _port(func, port)
+    start, stop, port = _checked(func, network, src, dst, start_s, stop_s, port)
     _count(func, count)
     source = TrafficSource(network, func, src, dst, tenant=tenant, tag=tag)
     env = network.env
@@ -519,9 +521,7 @@ def poisson_on_off(
     func = "poisson_on_off"
     mean_on = _positive(func, "mean_on_s", mean_on_s)
     mean_off = _positive(func, "mean_off_s", mean_off_s)
-    start, stop = _window(func, network, start_s, stop_s)
-    _endpoints(func, network, src, dst)
-    port = _port(func, port)
+    start, stop, port = _checked(func, network, src, dst, start_s, stop_s, port)
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise FlowError(f"{func}: seed must be an integer, got seed={seed!r}")
     rng = np.random.default_rng(source_seed(int(seed), src, dst, port))

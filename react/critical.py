@@ -43,7 +43,7 @@ def critical_path(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,
     execution : {"algorithm2", "dataflow"}
         The execution rule whose waits make the chains (:mod:`react.execution`).
     """
-    weights = _weights(pattern, fct_s)
+    weights = _weights(pattern, fct_s, "critical_path")
     gs = gates(pattern, execution)
     if not pattern.flows:
         return CriticalPath((), 0.0)
@@ -63,20 +63,20 @@ def schedule(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,
     Returns ``(start_s, end_s)`` in pattern order; ``end_s.max()`` is the critical path's length.
     The controller's estimate uses it to see which predicted flows overlap in time.
     """
-    weights = _weights(pattern, fct_s)
+    weights = _weights(pattern, fct_s, "schedule")
     gs = gates(pattern, execution)
     begin, finish, _before = _forward(gs, weights.tolist())
     return np.array(begin, dtype=np.float64), np.array(finish, dtype=np.float64)
 
 
-def _weights(pattern: Pattern, fct_s: Sequence[float] | np.ndarray) -> np.ndarray:
+def _weights(pattern: Pattern, fct_s: Sequence[float] | np.ndarray, func: str) -> np.ndarray:
     weights = np.asarray(fct_s, dtype=np.float64)
     if weights.shape != (len(pattern.flows),):
         raise ReactError(
-            f"critical_path: expected {len(pattern.flows)} flow weights, got shape {weights.shape}"
+            f"{func}: expected {len(pattern.flows)} flow weights, got shape {weights.shape}"
         )
     if np.any(~np.isfinite(weights)) or np.any(weights < 0):
-        raise ReactError("critical_path: flow weights must be finite and non-negative")
+        raise ReactError(f"{func}: flow weights must be finite and non-negative")
     return weights
 
 

@@ -103,10 +103,10 @@ class FctHistory:
     def add(self, pattern: Pattern, batch: Sequence[EpochResult]) -> None:
         """Record every flow of every epoch in ``batch`` (all run with ``pattern``)."""
         degrees = flow_degrees(pattern).tolist()
-        sides: list[tuple[float, float]] = list(_side_degrees(pattern))
         check_ran(pattern, batch, "FctHistory.add")
+        sides: list[tuple[float, float]] = list(_side_degrees(pattern))
         for result in batch:
-            if self._concurrency == "schedule":
+            if self._concurrency == "schedule":  # how the flows of this epoch overlapped
                 sides = _overlap_sharing(
                     pattern, [t.start_s for t in result.flows], [t.end_s for t in result.flows],
                     [t.size_bytes > 0 for t in result.flows])
@@ -324,8 +324,7 @@ class FctModel:
         sides: list[tuple[float, float]] = list(step_sides)
         fcts = self._priced(pattern, message_bytes, sides, classes, memo)
         if self._concurrency == "schedule":
-            live = [f.chunks != () and pattern.flow_bytes(f, message_bytes) > 0
-                    for f in pattern.flows]
+            live = [pattern.flow_bytes(f, message_bytes) > 0 for f in pattern.flows]
             for _round in range(self._SCHEDULE_PASSES):
                 start, end = schedule(pattern, fcts)
                 overlap = [(round(o, 2), round(i, 2)) for o, i in
