@@ -206,6 +206,43 @@ def test_event_times_are_placed_on_the_host_clock_and_merge():
     assert result.collective_time_s == pytest.approx(100.005 - t0)
 
 
+class _LateEvent:
+    """A CUDA event stand-in that completes only when synchronised, as a slow stream's does."""
+
+    def __init__(self, ms: float) -> None:
+        self.ms, self.completed = ms, False
+
+    def synchronize(self) -> None:
+        self.completed = True
+
+    def query(self) -> bool:
+        return self.completed
+
+    def elapsed_time(self, other: _LateEvent) -> float:
+        if not (self.completed and other.completed):  # what torch raises
+            raise RuntimeError("Both events must be completed before calculating elapsed time.")
+        return other.ms - self.ms
+
+
+def test_timings_wait_for_events_that_complete_after_the_epochs_end_marker():
+    # Seen on 2 H200s under a copy stream: the epoch's end marker had completed while the
+    # anchor (its own stream) or the exit event had not, and reading the times raised.
+    from react.backends.gpu.collective import GpuEpoch, _Events
+
+    plan = gpu_plan(GENERATORS["allreduce_ring"](2), 0, 8, 2)
+    k = len(plan.groups)
+    events = _Events(_LateEvent(0.0), _LateEvent(0.1), _LateEvent(5.0),
+                     [_LateEvent(0.2 + j) for j in range(k)],
+                     [_LateEvent(0.9 + j) for j in range(k)])
+    for e in (*events.ready, *events.done, events.enter):
+        e.completed = True  # on the graph streams, before the exit
+    end_marker = _LateEvent(5.0)
+    end_marker.completed = True
+    timings = GpuEpoch(0, 7, plan, events, 100.0, end_marker).timings()
+    assert timings.start_s == pytest.approx(100.0001)
+    assert timings.end_s == pytest.approx(100.005)
+
+
 def test_ranks_from_env_names_what_is_missing_or_wrong():
     env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "h",
            "MASTER_PORT": "1"}

@@ -103,6 +103,10 @@ class GpuEpoch:
         self.wait(timeout_s)
         ev = self._events
         a = ev.anchor
+        # the anchor runs on its own stream, so the exit's completion does not imply its own;
+        # reading a time before both completed raises (seen under copy-stream congestion)
+        a.synchronize()
+        ev.exit.synchronize()
         stamps = [
             GroupStamps(tuple(o.flow_index for o in g.sends), tuple(o.flow_index for o in g.recvs),
                         a.elapsed_time(ev.ready[k]), a.elapsed_time(ev.done[k]))
@@ -240,9 +244,9 @@ class GpuCollective:
             done = self._graph_sync[g]
             done.record(s)
             caller.wait_event(done)
-        exit_sync.record(caller)
-        if events is not None:
+        if events is not None:  # before exit_sync: done() must imply every event completed
             events.exit.record(caller)
+        exit_sync.record(caller)
         result = GpuEpoch(self.rank, epoch, plan, events, anchor_host_s, exit_sync)
         if events is not None:
             events.owner = result

@@ -152,6 +152,7 @@ class _NcclEpoch:
         from react.backends.gpu.eventclock import to_rank_timings
 
         self._exit.synchronize()
+        self._anchor.synchronize()  # on its own stream: the exit's completion does not imply it
         return to_rank_timings(self.rank, self.epoch, self._anchor_host_s,
                                self._anchor.elapsed_time(self._enter),
                                self._anchor.elapsed_time(self._exit), ())
@@ -233,6 +234,7 @@ def run_gpu_rank(spec: Mapping[str, Any]) -> dict[str, Any]:
                               "epochs": [], "checks": [], "post_s": 0.0}
     client = None
     coll: Any = None
+    failed = True
     try:
         dtype = str(spec["dtype"])
         count = element_count(float(spec["message_bytes"]), dtype)
@@ -289,15 +291,17 @@ def run_gpu_rank(spec: Mapping[str, Any]) -> dict[str, Any]:
                   on_pattern=check)
         torch.cuda.synchronize()
         record["loop_wall_s"] = time.perf_counter() - t0
+        failed = False
     finally:
         if client is not None:
             client.close()
             record["tuner"] = {"waited_epochs": client.waited_epochs,
                                "waited_s": client.waited_s, "report_s": client.report_s,
                                "failure": client.failure}
-        if coll is not None and hasattr(coll, "close"):
-            coll.close()
-        close_gpu_world()
+        if not failed:  # a failed rank skips the teardown: it waits for NCCL work whose peer
+            if coll is not None and hasattr(coll, "close"):  # may wait for us (main() exits)
+                coll.close()
+            close_gpu_world()
     path = os.path.join(str(spec["out_dir"]), f"rank{rank}.json")
     with open(path + ".tmp", "w", encoding="utf-8") as fh:
         json.dump(record, fh)
@@ -320,7 +324,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = str(exc).strip().splitlines()
         print(f"rank {rank}: {type(exc).__name__}: {text[0] if text else repr(exc)}",
               file=sys.stderr, flush=True)
-        return 1
+        # end now: NCCL's teardown at interpreter exit can wait forever for a peer that is
+        # itself waiting for this rank's posted work (seen: a job hung until its deadline)
+        sys.stdout.flush()
+        os._exit(1)
     return 0
 
 
