@@ -48,8 +48,10 @@ steady congestion);
 the base pattern is re-measured after a revert; candidates are judged on the whole pattern's
 estimated critical path, not on the current critical paths mapped through the swap (a swap can
 make another path critical); an unseen pair is priced from its endpoints' links
-(:mod:`react.estimate`); optionally (``concurrency``) flows are priced at the links they share
-with the flows that overlap them in time rather than with those of their step.
+(:mod:`react.estimate`); flows are priced at the links they share with the flows that overlap
+them in time, not only with those of their step (``concurrency``; the paper's step degrees
+misprice flows of two steps that run at once), and the beam search may go through steps up to
+3% worse by estimate (``search_slack``).
 ``max_accepted`` (Algorithm 1's ``Kmax``/``Amax`` has no value in Table 3; 4 here), the growth
 of ``Kt`` (+5 per exploration), and that a rank already moved in this batch is not moved again
 in it are choices where the paper is silent.
@@ -125,11 +127,12 @@ class ControllerConfig:
         endpoints' observed links, default) or ``"degree_median"`` (the paper's rule).
     concurrency : str
         Which flows the estimate takes a flow to share its sender's and receiver's links with:
-        ``"step"``, those of its step in every chunk graph (the paper's "node degrees"),
-        ``"schedule"``, those that overlap it in time, observed and, for a candidate, in the
-        schedule its predicted FCTs give (:mod:`react.estimate`), or ``"checked"``: search with
-        the step degrees and try the best pattern only if the overlap estimate also gives it
-        ``epsilon`` (docs/deviations.md compares the three).
+        ``"schedule"`` (default), those that overlap it in time, observed and, for a candidate,
+        in the schedule its predicted FCTs give (:mod:`react.estimate`); ``"step"``, those of its
+        step in every chunk graph (the paper's "node degrees"; it misprices flows of different
+        steps that run at once); or ``"checked"``: search with the step degrees and try the best
+        pattern only if the overlap estimate also gives it ``epsilon`` (docs/deviations.md
+        compares the three).
     search_width : int
         Patterns kept at each depth of the exploration's beam search (4): at each depth ``Kt``
         single swaps of congested ranks are estimated, split over the beam's patterns, and
@@ -137,10 +140,10 @@ class ControllerConfig:
         ``Kt x max_accepted`` estimates per exploration). Width 1 is close to Algorithm 1's
         greedy walk, but still accepts estimate-neutral steps.
     search_slack : float
-        How much slower by estimate than its parent a beam step may be and still go on (0: no
-        slower). A finer estimate (``concurrency = "schedule"``) rates most single swaps a
-        little worse or better rather than equal, and with no slack the beam then stops after
-        one level; docs/deviations.md has the measurement.
+        How much slower by estimate than its parent a beam step may be and still go on (0.03;
+        0: no slower). The overlap estimate (``concurrency = "schedule"``) rates most single
+        swaps a little worse or better rather than equal, and with no slack the beam then stops
+        after one level; docs/deviations.md has the measurement.
     reexplore_epochs : int
         A settled job explores once more after this many epochs (30: the paper's ``Emax x B``,
         "to ensure we are not stuck in a local optima"), then after twice as many, and so on
@@ -166,9 +169,9 @@ class ControllerConfig:
     picture_overlap: float = 0.5
     size_aware_detection: bool = True
     unseen_pairs: str = "links"
-    concurrency: str = "step"
+    concurrency: str = "schedule"
     search_width: int = 4
-    search_slack: float = 0.0
+    search_slack: float = 0.03
     reexplore_epochs: int = 30
     apply_delay_epochs: int = 0
     seed: int = 0
