@@ -23,11 +23,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from react.backends.gpu.eventclock import GroupStamps, to_rank_timings
+from react.backends.gpu.eventclock import GroupStamps, stamp_anchor, to_rank_timings
 from react.backends.gpu.plan import GpuPlan, gpu_plan
 from react.backends.gpu.world import GpuError, import_cuda_torch
 from react.pattern import Pattern
-from react.runtime.clock import now_s
 from react.runtime.collective import CollectiveError
 from react.runtime.schedule import ScheduleError
 from react.runtime.timings import RankEpochTimings
@@ -215,8 +214,7 @@ class GpuCollective:
         caller = torch.cuda.current_stream(self.device)
         anchor_host_s = 0.0
         if events is not None:
-            events.anchor.record(self._clock_stream)
-            anchor_host_s = now_s()
+            anchor_host_s = stamp_anchor(events.anchor, self._clock_stream)
             events.enter.record(caller)
         self._enter_sync.record(caller)
         streams = {g: self._stream(g) for g in plan.graphs}

@@ -2,9 +2,12 @@
 
 A CUDA event's time is only meaningful relative to another event of the same device
 (``elapsed_time``). Each epoch therefore records one *anchor* event on a stream that runs nothing
-else, sampling the host clock (:func:`react.runtime.clock.now_s`, CLOCK_MONOTONIC) just after the
-record call returns: an idle stream reaches the event at once, so the anchor's GPU time is that
-host instant within the launch latency (microseconds). Every other event of the epoch is placed on
+else (:func:`stamp_anchor`), waits until the GPU has passed it and then samples the host clock
+(:func:`react.runtime.clock.now_s`, CLOCK_MONOTONIC), so the anchor's GPU time is that host
+instant within the wait's wake-up latency (microseconds). Sampling right after the record call
+instead was wrong by up to a transfer's time on 2 H200s under a copy stream: the idle stream's
+event could wait behind busy work (docs/results/gpu.md, flows with zero completion time). Every
+other event of the epoch is placed on
 the host clock as ``anchor_host_s + elapsed_ms(anchor, event) / 1000``; ranks on one host then
 compare directly, and ranks on several hosts are shifted by the tuner's clock offsets as on the
 emulator (:func:`react.runtime.timings.merge_epoch`, ``offsets_s``).
@@ -23,10 +26,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from react.runtime.clock import now_s
 from react.runtime.timings import RankEpochTimings, RecvTiming, SendTiming
 
-__all__ = ["GroupStamps", "to_rank_timings"]
+__all__ = ["GroupStamps", "stamp_anchor", "to_rank_timings"]
+
+
+def stamp_anchor(event: Any, stream: Any) -> float:
+    """Record ``event`` on ``stream`` (idle), wait until the GPU passed it; the host time then."""
+    event.record(stream)
+    event.synchronize()
+    return now_s()
 
 
 @dataclass(frozen=True, slots=True)

@@ -172,15 +172,14 @@ class _Nccl:
         self._gather: Any = None
 
     def run(self, pattern: Pattern, buffer: Any, epoch: int) -> _NcclEpoch:
-        from react.runtime.clock import now_s
+        from react.backends.gpu.eventclock import stamp_anchor
 
         torch, dist = self.torch, self.torch.distributed
         k = epoch % self.SETS
         if self._owners[k] is not None:
             self._owners[k].timings()  # type: ignore[union-attr]
         anchor, enter, exit_ = self._sets[k]
-        anchor.record(self._clock)
-        anchor_host_s = now_s()
+        anchor_host_s = stamp_anchor(anchor, self._clock)
         enter.record()
         kind = pattern.kind
         if kind == "allreduce":
