@@ -9,7 +9,8 @@
 #                                                            pattern-switch cost)
 #   3. experiments/gpu_closed_loop.py                        (closed loop at p = 0, 1, 2 copy
 #                                                            streams, tuner cost, detection,
-#                                                            Fig. 11 CDF)
+#                                                            Fig. 11 CDF), then again with the
+#                                                            flow stamps taken after launch
 #   4. experiments/table2_gpu.py                             (Table 2: dual tree, 100 MB)
 # Each step's output goes to OUT/<step>.log and its files under OUT/<step>/; a failing step
 # does not stop the others, nor does one past its time limit (it is stopped); the exit status
@@ -51,6 +52,8 @@ step pytest 300 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/react/
 step bench 240 python3 -m torch.distributed.run --standalone --nproc-per-node="$n" \
      benchmarks/bench_gpu.py --out "$out/bench" "${bench[@]}"
 step loop 600 python3 experiments/gpu_closed_loop.py --out "$out/loop" --timeout-s 30 "${loop[@]}"
+step loop_launch 600 python3 experiments/gpu_closed_loop.py --stamp launch --out "$out/loop_launch" \
+     --timeout-s 30 "${loop[@]}"
 step table2 600 python3 experiments/table2_gpu.py --out "$out/table2" "${table[@]}"
 echo "== failed steps: $failed"
 exit $failed

@@ -46,6 +46,7 @@ if __package__ in (None, ""):  # run as a file: make `react` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from react.backends.gpu.copystream import CopyStreams, copy_sources  # noqa: E402
+from react.backends.gpu.eventclock import STAMPS  # noqa: E402
 from react.backends.gpu.job import GpuJob, visible_gpus  # noqa: E402
 from react.controller import Controller, ControllerConfig  # noqa: E402
 from react.detect import detect_congestion  # noqa: E402
@@ -161,7 +162,7 @@ def measure(args: argparse.Namespace, gpus: int) -> dict[str, Any]:
     doc: dict[str, Any] = {"gpus": gpus, "ranks": n, "pattern": args.pattern,
                            "message_bytes": args.message_bytes, "epochs": args.epochs,
                            "batch_epochs": args.batch, "apply_delay_epochs": args.delay,
-                           "congested": args.congested, "cells": []}
+                           "congested": args.congested, "stamp": args.stamp, "cells": []}
     for p in args.ps:
         sources = copy_sources(args.congested, p, gpus, devices)
         cell: dict[str, Any] = {"p": p, "sources": list(sources)}
@@ -171,7 +172,7 @@ def measure(args: argparse.Namespace, gpus: int) -> dict[str, Any]:
                 job = GpuJob(devices, message_bytes=args.message_bytes,
                              mode="nccl" if kind == "nccl" else "rcollective",
                              tuner=kind != "bare", apply_delay_epochs=args.delay,
-                             timeout_s=args.timeout_s)
+                             timeout_s=args.timeout_s, stamp=args.stamp)
                 try:
                     controller = Controller(pattern, config) if kind == "react" else None
                     run = job.run_job(f"{kind}-p{p}", pattern, args.epochs, controller)
@@ -236,7 +237,8 @@ def plot_cdf(doc: Mapping[str, Any], path: Path) -> None:
 def markdown(doc: Mapping[str, Any]) -> str:
     lines = [f"{doc['ranks']} GPUs, {doc['pattern']}, {doc['message_bytes'] / 1e6:g} MB, "
              f"{doc['epochs']} epochs per run, B = {doc['batch_epochs']}, apply delay "
-             f"{doc['apply_delay_epochs']} epochs; copy streams into rank {doc['congested']}.",
+             f"{doc['apply_delay_epochs']} epochs; copy streams into rank {doc['congested']}; "
+             f"ready stamps: {doc.get('stamp', 'post')}.",
              "", "| p | sources | NCCL mean / p95 ms | bare | collect | REACT | REACT/NCCL mean "
              "| collect/bare span | collect/bare wall | tuner per batch ms (vs batch) | epochs "
              "waited | detection exact | switches |",
@@ -312,6 +314,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=120.0)
     parser.add_argument("--stream-s", type=float, default=600.0,
                         help="upper bound on each copy stream's life")
+    parser.add_argument("--stamp", choices=STAMPS, default="post",
+                        help="where a flow group's ready event is recorded: before the host "
+                             "posts it (post, default) or after the posting call (launch)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 60 epochs, p = 0, 2")
     parser.add_argument("--replot", type=Path, metavar="DIR",
                         help="no run: rewrite DIR's gpu_closed_loop.md and fig11_gpu.png from its "

@@ -380,3 +380,14 @@ def test_table2_gpu_shows_no_paper_value_where_the_paper_has_no_row():
                paper_speedup_p95=float("nan"), paper_changes=float("nan"))
     line = mod.markdown_table([row])[-1]
     assert "nan" not in line and "1.250 / - | 1.100 / - | 0 (0; -)" in line
+
+
+def test_flow_stamp_choices_are_checked_where_a_job_is_made(tmp_path):
+    with pytest.raises(GpuError, match=r"stamp must be one of \['post', 'launch'\], got 'late'"):
+        GpuJob([0, 1], message_bytes=1e6, gpus=2, workdir=tmp_path, stamp="late")
+    with pytest.raises(GpuError, match="got 'late'"):
+        gpu_job_spec(job="j", pattern=allreduce_ring(2), epochs=6, message_bytes=1e6,
+                     tuner=None, out_dir=str(tmp_path), stamp="late")
+    spec = gpu_job_spec(job="j", pattern=allreduce_ring(2), epochs=6, message_bytes=1e6,
+                        tuner=None, out_dir=str(tmp_path), stamp="launch")
+    assert spec["stamp"] == "launch"

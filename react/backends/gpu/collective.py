@@ -23,7 +23,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from react.backends.gpu.eventclock import GroupStamps, stamp_anchor, to_rank_timings
+from react.backends.gpu.eventclock import (
+    GroupStamps,
+    check_stamp,
+    stamp_anchor,
+    to_rank_timings,
+)
 from react.backends.gpu.plan import GpuPlan, gpu_plan
 from react.backends.gpu.world import GpuError, import_cuda_torch
 from react.pattern import Pattern
@@ -130,6 +135,9 @@ class GpuCollective:
         Time every flow with CUDA events (:mod:`.eventclock`).
     event_sets : int
         Timing event sets per pattern, used in turn (module docstring).
+    stamp : str
+        Where each group's ``ready`` event is recorded: ``"post"`` (before the host posts it) or
+        ``"launch"`` (after the posting call returned); :mod:`.eventclock`.
     connect_all : bool
         Connect every ordered rank pair on every lane here, with one small exchange each: NCCL
         sets up a pair's point-to-point connection on its first transfer (about a hundred
@@ -145,7 +153,8 @@ class GpuCollective:
     """
 
     def __init__(self, *, lanes: int = 4, timing: bool = True, event_sets: int = 4,
-                 connect_all: bool = True) -> None:
+                 connect_all: bool = True, stamp: str = "post") -> None:
+        self.stamp = check_stamp(stamp)
         torch = import_cuda_torch()
         dist = torch.distributed
         if not dist.is_initialized() or "nccl" not in str(dist.get_backend()):
@@ -275,11 +284,14 @@ class GpuCollective:
                 else:
                     target = prep.recv_stage[op.flow_index]
                 ops.append(dist.P2POp(dist.irecv, target, op.peer, group=lane))
-            if events is not None:
+            early = events is not None and self.stamp == "post"
+            if early:
                 events.ready[k].record(stream)
-            if ops:
-                for work in dist.batch_isend_irecv(ops):
-                    work.wait()  # the stream waits for NCCL; the host does not
+            works = dist.batch_isend_irecv(ops) if ops else []
+            if events is not None and not early:
+                events.ready[k].record(stream)
+            for work in works:
+                work.wait()  # the stream waits for NCCL; the host does not
             if events is not None:
                 events.done[k].record(stream)
 
