@@ -5,12 +5,12 @@ A CUDA event's time is only meaningful relative to another event of the same dev
 else (:func:`stamp_anchor`), waits until the GPU has passed it and then samples the host clock
 (:func:`react.runtime.clock.now_s`, CLOCK_MONOTONIC), so the anchor's GPU time is that host
 instant within the wait's wake-up latency (microseconds). Sampling right after the record call
-instead was wrong by up to a transfer's time on 2 H200s under a copy stream: the idle stream's
-event could wait behind busy work (docs/results/gpu.md, flows with zero completion time). Every
-other event of the epoch is placed on
-the host clock as ``anchor_host_s + elapsed_ms(anchor, event) / 1000``; ranks on one host then
-compare directly, and ranks on several hosts are shifted by the tuner's clock offsets as on the
-emulator (:func:`react.runtime.timings.merge_epoch`, ``offsets_s``).
+instead gave merged flows of zero time on 2 H200s under a copy stream (49 and 90 of 2,400 at
+p = 1, 2; 1 and 0 this way: docs/results/gpu.md); which side was late, the event or the host's
+sample, was not established. Every other event of the epoch is placed on the host clock as
+``anchor_host_s + elapsed_ms(anchor, event) / 1000``; ranks on one host then compare directly,
+and ranks on several hosts are shifted by the tuner's clock offsets as on the emulator
+(:func:`react.runtime.timings.merge_epoch`, ``offsets_s``).
 
 What is stamped, per NCCL group (one direction of one step of one chunk graph, :mod:`.plan`):
 ``ready`` when the group's stream reached the step (the previous step's receives applied; for the
