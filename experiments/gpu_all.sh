@@ -9,12 +9,14 @@
 #                                                            pattern-switch cost)
 #   3. experiments/gpu_closed_loop.py                        (closed loop at p = 0, 1, 2 copy
 #                                                            streams, tuner cost, detection,
-#                                                            Fig. 11 CDF)
+#                                                            Fig. 11 CDF), then again with the
+#                                                            flow stamps taken after launch
 #   4. experiments/table2_gpu.py                             (Table 2: dual tree, 100 MB)
 # Each step's output goes to OUT/<step>.log and its files under OUT/<step>/; a failing step
 # does not stop the others, nor does one past its time limit (it is stopped); the exit status
 # is the number of failed steps. --quick runs every
-# step small (a smoke test of the whole chain, about 2 minutes on 2 GPUs).
+# step small (a smoke test of the whole chain, about 2 minutes on 2 GPUs; the full chain took
+# 6 minutes on 2 H200s).
 set -u
 out=${1:?usage: experiments/gpu_all.sh OUT [--quick]}
 quick=${2:-}
@@ -50,6 +52,8 @@ step pytest 300 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/react/
 step bench 240 python3 -m torch.distributed.run --standalone --nproc-per-node="$n" \
      benchmarks/bench_gpu.py --out "$out/bench" "${bench[@]}"
 step loop 600 python3 experiments/gpu_closed_loop.py --out "$out/loop" --timeout-s 30 "${loop[@]}"
+step loop_launch 600 python3 experiments/gpu_closed_loop.py --stamp launch --out "$out/loop_launch" \
+     --timeout-s 30 "${loop[@]}"
 step table2 600 python3 experiments/table2_gpu.py --out "$out/table2" "${table[@]}"
 echo "== failed steps: $failed"
 exit $failed

@@ -46,10 +46,12 @@ if __package__ in (None, ""):  # run as a file: make `react` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from react.backends.gpu.copystream import CopyStreams, copy_sources  # noqa: E402
+from react.backends.gpu.eventclock import STAMPS  # noqa: E402
 from react.backends.gpu.job import GpuJob, visible_gpus  # noqa: E402
 from react.controller import Controller, ControllerConfig  # noqa: E402
 from react.detect import detect_congestion  # noqa: E402
 from react.errors import ReactError  # noqa: E402
+from react.pattern import Pattern  # noqa: E402
 from react.patterns import generator  # noqa: E402
 
 RUNS = ("nccl", "bare", "collect", "react")
@@ -97,6 +99,30 @@ def detection(run: Any, batch: int, congested: int, sources: Sequence[int],
             "batches_total": len(batches)}
 
 
+def flow_timing(tuner_doc: Mapping[str, Any], congested: int) -> dict[str, Any]:
+    """How trustworthy the merged flow times of a REACT run are, from its tuner file.
+
+    The median FCT of the flows into the congested rank against the others' (congestion should
+    make the first larger), the spread (p90 / median), and the flows timed at zero (the end
+    stamped no later than the start: the ranks' clocks disagree by more than the flow took).
+    Epochs of the starting pattern only."""
+    pattern = Pattern.from_dict(tuner_doc["patterns"][0])
+    into = [i for i, f in enumerate(pattern.flows) if f.dst == congested]
+    other = [i for i in range(len(pattern.flows)) if i not in into]
+    fct = np.array([[end - start for start, end, _ in e["flows"]]
+                    for e in tuner_doc["epochs"] if e["pattern"] == 0]) * 1e3
+    if fct.size == 0:
+        return {"epochs": 0}
+
+    def median(cols: Sequence[int]) -> float | None:
+        return float(np.median(fct[:, cols])) if cols else None
+
+    return {"epochs": int(fct.shape[0]), "flows": int(fct.size),
+            "zero_time_flows": int((fct <= 1e-6).sum()),
+            "median_into_congested_ms": median(into), "median_other_ms": median(other),
+            "p90_over_median": float(np.percentile(fct, 90) / max(np.median(fct), 1e-12))}
+
+
 def summary(run: Any, batch: int) -> dict[str, Any]:
     info = run.info
     spans = [float(s) for s in info["spans_s"]]
@@ -136,7 +162,7 @@ def measure(args: argparse.Namespace, gpus: int) -> dict[str, Any]:
     doc: dict[str, Any] = {"gpus": gpus, "ranks": n, "pattern": args.pattern,
                            "message_bytes": args.message_bytes, "epochs": args.epochs,
                            "batch_epochs": args.batch, "apply_delay_epochs": args.delay,
-                           "congested": args.congested, "cells": []}
+                           "congested": args.congested, "stamp": args.stamp, "cells": []}
     for p in args.ps:
         sources = copy_sources(args.congested, p, gpus, devices)
         cell: dict[str, Any] = {"p": p, "sources": list(sources)}
@@ -146,13 +172,16 @@ def measure(args: argparse.Namespace, gpus: int) -> dict[str, Any]:
                 job = GpuJob(devices, message_bytes=args.message_bytes,
                              mode="nccl" if kind == "nccl" else "rcollective",
                              tuner=kind != "bare", apply_delay_epochs=args.delay,
-                             timeout_s=args.timeout_s)
+                             timeout_s=args.timeout_s, stamp=args.stamp)
                 try:
                     controller = Controller(pattern, config) if kind == "react" else None
                     run = job.run_job(f"{kind}-p{p}", pattern, args.epochs, controller)
                     if kind == "react":  # the tuner's record: every merged flow of every epoch
                         args.out.mkdir(parents=True, exist_ok=True)
                         shutil.copyfile(run.info["result_file"], args.out / f"tuner_p{p}.json")
+                        cell["flow_timing"] = flow_timing(
+                            json.loads((args.out / f"tuner_p{p}.json").read_text()),
+                            args.congested)
                 finally:
                     job.close()
                 cell[kind] = summary(run, args.batch)
@@ -193,7 +222,8 @@ def plot_cdf(doc: Mapping[str, Any], path: Path) -> None:
             x = np.sort(np.asarray(cell[kind]["spans_s"]) * 1e3)
             y = np.arange(1, len(x) + 1) / len(x)
             ax.plot(x, y, styles[kind], label=f"{label}, p = {cell['p']}")
-    ax.set_xlabel("epoch time (ms)")
+    ax.set_xscale("log")  # the tails reach 10-30x the median
+    ax.set_xlabel("epoch time (ms, log scale)")
     ax.set_ylabel("CDF")
     ax.set_title(f"{doc['pattern']}, {doc['message_bytes'] / 1e6:g} MB, {doc['ranks']} GPUs; "
                  f"p copy streams into rank {doc['congested']}", fontsize=9)
@@ -207,7 +237,8 @@ def plot_cdf(doc: Mapping[str, Any], path: Path) -> None:
 def markdown(doc: Mapping[str, Any]) -> str:
     lines = [f"{doc['ranks']} GPUs, {doc['pattern']}, {doc['message_bytes'] / 1e6:g} MB, "
              f"{doc['epochs']} epochs per run, B = {doc['batch_epochs']}, apply delay "
-             f"{doc['apply_delay_epochs']} epochs; copy streams into rank {doc['congested']}.",
+             f"{doc['apply_delay_epochs']} epochs; copy streams into rank {doc['congested']}; "
+             f"ready stamps: {doc.get('stamp', 'post')}.",
              "", "| p | sources | NCCL mean / p95 ms | bare | collect | REACT | REACT/NCCL mean "
              "| collect/bare span | collect/bare wall | tuner per batch ms (vs batch) | epochs "
              "waited | detection exact | switches |",
@@ -226,7 +257,43 @@ def markdown(doc: Mapping[str, Any]) -> str:
             f"| {'-' if wall is None else f'{wall:.3f}'} | {tuner} | {r['epochs_waited']} | "
             f"{c['detection']['batches_exact']}/{c['detection']['batches_total']} | "
             f"{len(r['switch_epochs'])} |")
+    lines += ["", "Merged flow times of each REACT run's starting pattern (`flow_timing`): "
+              "median FCT into the congested rank and of the other flows, p90 / median of all, "
+              "flows timed at zero; and what detection flagged in its batches: nothing, only "
+              "flows into the congested rank, only other flows.", "",
+              "| p | epochs | into congested ms | other ms | p90 / median | zero-time flows | "
+              "batches | nothing | only into | only others |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for c in doc["cells"]:
+        t = c.get("flow_timing") or {}
+        if not t.get("epochs"):
+            continue
+
+        def f3(x: float | None) -> str:
+            return "-" if x is None else f"{x:.3f}"
+
+        into = set(c["detection"]["into_congested"])
+        flagged = [set(b["flagged"]) for b in c["detection"]["batches"]]
+        lines.append(f"| {c['p']} | {t['epochs']} | {f3(t['median_into_congested_ms'])} | "
+                     f"{f3(t['median_other_ms'])} | {t['p90_over_median']:.2f} | "
+                     f"{t['zero_time_flows']} of {t['flows']} | {len(flagged)} | "
+                     f"{sum(1 for f in flagged if not f)} | "
+                     f"{sum(1 for f in flagged if f and f <= into)} | "
+                     f"{sum(1 for f in flagged if f and not f & into)} |")
     return "\n".join(lines) + "\n"
+
+
+def replot(folder: Path) -> str:
+    """Rewrite the table and the CDF from a finished run's folder (no GPU needed)."""
+    doc = json.loads((folder / "gpu_closed_loop.json").read_text())
+    for cell in doc["cells"]:
+        path = folder / f"tuner_p{cell['p']}.json"
+        if path.exists():
+            cell["flow_timing"] = flow_timing(json.loads(path.read_text()), doc["congested"])
+    text = markdown(doc)
+    (folder / "gpu_closed_loop.md").write_text(text)
+    plot_cdf(doc, folder / "fig11_gpu.png")
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -247,8 +314,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=120.0)
     parser.add_argument("--stream-s", type=float, default=600.0,
                         help="upper bound on each copy stream's life")
+    parser.add_argument("--stamp", choices=STAMPS, default="post",
+                        help="where a flow group's ready event is recorded: before the host "
+                             "posts it (post, default) or after the posting call (launch)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 60 epochs, p = 0, 2")
+    parser.add_argument("--replot", type=Path, metavar="DIR",
+                        help="no run: rewrite DIR's gpu_closed_loop.md and fig11_gpu.png from its "
+                             "gpu_closed_loop.json and tuner_p*.json (on any machine)")
     args = parser.parse_args(argv)
+    if args.replot is not None:
+        if not (args.replot / "gpu_closed_loop.json").is_file():
+            print(f"error: --replot {args.replot}: no gpu_closed_loop.json there",
+                  file=sys.stderr)
+            return 1
+        print(replot(args.replot))
+        return 0
     if args.quick:
         args.epochs, args.ps = 60, [0, 2]
     try:

@@ -115,8 +115,10 @@ NOT_RUN: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "# or: python3 -m experiments.regenerate --emu --only table2_emu, as root"),
     ("gpu (two GPUs, NCCL; see docs/results/gpu.md)",
      ("gpu.md", "gpu/run*_bench.log", "gpu/run*_gpu_bench.json", "gpu/run*_pytest.log",
-      "gpu/run3_profile.log", "gpu/run4/*", "gpu/run5_console_tail.log"),
-     "experiments/gpu_all.sh OUT (runs 4-5; earlier runs: python3 -m pytest -q -m gpu "
+      "gpu/run3_profile.log", "gpu/run4/*", "gpu/run5_console_tail.log", "gpu/run6/*",
+      "gpu/run7/*"),
+     "experiments/gpu_all.sh OUT (runs 4-7; then python3 experiments/gpu_closed_loop.py "
+     "--replot docs/results/gpu/runN; earlier runs: python3 -m pytest -q -m gpu "
      "-p no:cacheprovider -rs tests/react/test_gpu.py; python3 -m torch.distributed.run "
      "--standalone --nproc-per-node=2 benchmarks/bench_gpu.py --out OUT)   "
      "# gpu.md lists each run's exact options"),

@@ -345,3 +345,49 @@ def test_gpu_closed_loop_detection_names_the_flows_into_the_congested_rank():
     assert det["into_congested"] == into and det["batches_total"] == 2
     for b in det["batches"]:
         assert set(b["flagged"]) <= set(into) and b["flagged"]
+
+
+def test_gpu_closed_loop_flow_timing_compares_directions_and_counts_zero_time_flows(tmp_path):
+    mod = _experiment("gpu_closed_loop")
+    tree = allreduce_double_binary_tree(2)  # flows: (1, 0->1), (1, 1->0), (2, 0->1), (2, 1->0)
+    other = allreduce_ring(2)
+    # into rank 1: 2 ms (one epoch 0 ms: clocks disagreeing); the others 1 ms
+    epochs = [{"pattern": 0, "flows": [[0.0, 0.002, 5e7], [0.0, 0.001, 5e7],
+                                       [0.003, 0.005, 5e7], [0.003, 0.004, 5e7]]}
+              for _ in range(4)]
+    epochs[1]["flows"][0] = [0.004, 0.004, 5e7]
+    epochs.append({"pattern": 1, "flows": [[0.0, 0.009, 5e7]] * 4})  # another pattern: ignored
+    doc = {"patterns": [tree.to_dict(), other.to_dict()], "epochs": epochs}
+    t = mod.flow_timing(doc, congested=1)
+    assert t["epochs"] == 4 and t["flows"] == 16 and t["zero_time_flows"] == 1
+    assert t["median_into_congested_ms"] == pytest.approx(2.0)
+    assert t["median_other_ms"] == pytest.approx(1.0)
+    # sorted: 0, eight 1 ms, seven 2 ms: the median is 1 ms, the 90th percentile 2 ms
+    assert t["p90_over_median"] == pytest.approx(2.0)
+
+
+def test_gpu_closed_loop_replot_needs_a_finished_run(tmp_path, capsys):
+    mod = _experiment("gpu_closed_loop")
+    assert mod.main(["--replot", str(tmp_path)]) == 1
+    assert "no gpu_closed_loop.json there" in capsys.readouterr().err
+
+
+def test_table2_gpu_shows_no_paper_value_where_the_paper_has_no_row():
+    mod = _experiment("table2_gpu")
+    row = dict(ranks=2, p=1, sources=[0], epochs=600, settled=True, mean_off_s=1e-3,
+               mean_on_s=0.8e-3, speedup_mean=1.25, speedup_p95=1.1, changes=0,
+               changes_per_5k=0.0, paper_speedup_mean=float("nan"),
+               paper_speedup_p95=float("nan"), paper_changes=float("nan"))
+    line = mod.markdown_table([row])[-1]
+    assert "nan" not in line and "1.250 / - | 1.100 / - | 0 (0; -)" in line
+
+
+def test_flow_stamp_choices_are_checked_where_a_job_is_made(tmp_path):
+    with pytest.raises(GpuError, match=r"stamp must be one of \['post', 'launch'\], got 'late'"):
+        GpuJob([0, 1], message_bytes=1e6, gpus=2, workdir=tmp_path, stamp="late")
+    with pytest.raises(GpuError, match="got 'late'"):
+        gpu_job_spec(job="j", pattern=allreduce_ring(2), epochs=6, message_bytes=1e6,
+                     tuner=None, out_dir=str(tmp_path), stamp="late")
+    spec = gpu_job_spec(job="j", pattern=allreduce_ring(2), epochs=6, message_bytes=1e6,
+                        tuner=None, out_dir=str(tmp_path), stamp="launch")
+    assert spec["stamp"] == "launch"

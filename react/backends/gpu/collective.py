@@ -23,11 +23,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from react.backends.gpu.eventclock import GroupStamps, to_rank_timings
+from react.backends.gpu.eventclock import (
+    GroupStamps,
+    check_stamp,
+    stamp_anchor,
+    to_rank_timings,
+)
 from react.backends.gpu.plan import GpuPlan, gpu_plan
 from react.backends.gpu.world import GpuError, import_cuda_torch
 from react.pattern import Pattern
-from react.runtime.clock import now_s
 from react.runtime.collective import CollectiveError
 from react.runtime.schedule import ScheduleError
 from react.runtime.timings import RankEpochTimings
@@ -131,6 +135,9 @@ class GpuCollective:
         Time every flow with CUDA events (:mod:`.eventclock`).
     event_sets : int
         Timing event sets per pattern, used in turn (module docstring).
+    stamp : str
+        Where each group's ``ready`` event is recorded: ``"post"`` (before the host posts it) or
+        ``"launch"`` (after the posting call returned); :mod:`.eventclock`.
     connect_all : bool
         Connect every ordered rank pair on every lane here, with one small exchange each: NCCL
         sets up a pair's point-to-point connection on its first transfer (about a hundred
@@ -146,7 +153,8 @@ class GpuCollective:
     """
 
     def __init__(self, *, lanes: int = 4, timing: bool = True, event_sets: int = 4,
-                 connect_all: bool = True) -> None:
+                 connect_all: bool = True, stamp: str = "post") -> None:
+        self.stamp = check_stamp(stamp)
         torch = import_cuda_torch()
         dist = torch.distributed
         if not dist.is_initialized() or "nccl" not in str(dist.get_backend()):
@@ -215,8 +223,7 @@ class GpuCollective:
         caller = torch.cuda.current_stream(self.device)
         anchor_host_s = 0.0
         if events is not None:
-            events.anchor.record(self._clock_stream)
-            anchor_host_s = now_s()
+            anchor_host_s = stamp_anchor(events.anchor, self._clock_stream)
             events.enter.record(caller)
         self._enter_sync.record(caller)
         streams = {g: self._stream(g) for g in plan.graphs}
@@ -277,11 +284,14 @@ class GpuCollective:
                 else:
                     target = prep.recv_stage[op.flow_index]
                 ops.append(dist.P2POp(dist.irecv, target, op.peer, group=lane))
-            if events is not None:
+            early = events is not None and self.stamp == "post"
+            if early:
                 events.ready[k].record(stream)
-            if ops:
-                for work in dist.batch_isend_irecv(ops):
-                    work.wait()  # the stream waits for NCCL; the host does not
+            works = dist.batch_isend_irecv(ops) if ops else []
+            if events is not None and not early:
+                events.ready[k].record(stream)
+            for work in works:
+                work.wait()  # the stream waits for NCCL; the host does not
             if events is not None:
                 events.done[k].record(stream)
 

@@ -68,8 +68,12 @@ def gpu_job_spec(
     apply_delay_epochs: int = 5,
     warmup_epochs: int = 3,
     dtype: str = "float32",
+    stamp: str = "post",
 ) -> dict[str, Any]:
     """The JSON document every rank of a GPU job reads (module docstring)."""
+    from react.backends.gpu.eventclock import check_stamp
+
+    check_stamp(stamp)
     if mode not in MODES:
         raise ReactError(f"gpu_job_spec: mode must be one of {MODES}, got {mode!r}")
     if mode == "nccl" and tuner is not None:
@@ -82,7 +86,7 @@ def gpu_job_spec(
         "out_dir": str(out_dir), "devices": None if devices is None else [int(d) for d in devices],
         "lanes": int(lanes), "timeout_s": float(timeout_s),
         "compute_gap_s": float(compute_gap_s), "apply_delay_epochs": int(apply_delay_epochs),
-        "warmup_epochs": int(warmup_epochs), "dtype": dtype,
+        "warmup_epochs": int(warmup_epochs), "dtype": dtype, "stamp": stamp,
     }
 
 
@@ -172,15 +176,14 @@ class _Nccl:
         self._gather: Any = None
 
     def run(self, pattern: Pattern, buffer: Any, epoch: int) -> _NcclEpoch:
-        from react.runtime.clock import now_s
+        from react.backends.gpu.eventclock import stamp_anchor
 
         torch, dist = self.torch, self.torch.distributed
         k = epoch % self.SETS
         if self._owners[k] is not None:
             self._owners[k].timings()  # type: ignore[union-attr]
         anchor, enter, exit_ = self._sets[k]
-        anchor.record(self._clock)
-        anchor_host_s = now_s()
+        anchor_host_s = stamp_anchor(anchor, self._clock)
         enter.record()
         kind = pattern.kind
         if kind == "allreduce":
@@ -251,7 +254,8 @@ def run_gpu_rank(spec: Mapping[str, Any]) -> dict[str, Any]:
         else:
             from react.backends.gpu.collective import GpuCollective
 
-            coll = GpuCollective(lanes=int(spec["lanes"]), timing=True)
+            coll = GpuCollective(lanes=int(spec["lanes"]), timing=True,
+                                 stamp=str(spec.get("stamp", "post")))
         if spec.get("tuner") is not None:
             from react.runtime.tuner import TunerClient
 
