@@ -14,7 +14,7 @@ which is how the command itself is tested.
 Run::
 
     python3 -m experiments.regenerate --list           # the steps, their files and commands
-    python3 -m experiments.regenerate                  # everything (about 75 minutes, 1 job)
+    python3 -m experiments.regenerate                  # everything (about 160 minutes, 1 job)
     python3 -m experiments.regenerate --only fig6,fig8 --jobs 2
     python3 -m experiments.regenerate --quick          # every step, smoke size, to /tmp
 """
@@ -45,7 +45,9 @@ class Step:
     args: tuple[str, ...]
     outputs: tuple[str, ...]
     minutes: float
-    """Wall time of the full step with 1 worker on the 2-core development machine (its page)."""
+    """Wall time of the full step with 1 worker on the 2-core development machine, measured in
+    the regeneration of 2026-12-01 (``--jobs 2``, beside other work); steps are queued longest
+    first."""
     store: bool = True
     progress_flag: bool = False
 
@@ -65,43 +67,43 @@ class Step:
 
 
 STEPS: tuple[Step, ...] = (
-    Step("fig5", "experiments.fig5", (), ("fig5.csv", "fig5.png"), 6, progress_flag=True),
+    Step("fig5", "experiments.fig5", (), ("fig5.csv", "fig5.png"), 5, progress_flag=True),
     Step("fig5-out", "experiments.fig5", ("--direction", "out"),
-         ("fig5-out.csv", "fig5-out.png"), 6, progress_flag=True),
+         ("fig5-out.csv", "fig5-out.png"), 5.5, progress_flag=True),
     Step("fig5-random", "experiments.fig5", ("--placement", "random"),
-         ("fig5-random.csv", "fig5-random.png"), 6, progress_flag=True),
-    Step("fig5_oracle", "experiments.oracle", (), ("fig5_oracle.csv",), 18, store=False),
+         ("fig5-random.csv", "fig5-random.png"), 7.5, progress_flag=True),
+    Step("fig5_oracle", "experiments.oracle", (), ("fig5_oracle.csv",), 3.5, store=False),
     Step("fig5_oracle_crd", "experiments.oracle", ("--collective", "rd"),
-         ("fig5_oracle_crd.csv",), 12, store=False),
+         ("fig5_oracle_crd.csv",), 2, store=False),
     Step("fig5_oracle_baseline_only", "experiments.oracle", ("--baseline-only",),
-         ("fig5_oracle_baseline_only.csv",), 3, store=False),
+         ("fig5_oracle_baseline_only.csv",), 5, store=False),
     Step("fig5_oracle_ctree-rd_p1-2-4", "experiments.oracle",
          ("--collective", "tree", "rd", "--p", "1", "2", "4"),
-         ("fig5_oracle_ctree-rd_p1-2-4.csv",), 100, store=False),
-    Step("fig6", "experiments.fig6", (), ("fig6.csv", "fig6.png"), 9),
+         ("fig5_oracle_ctree-rd_p1-2-4.csv",), 20.5, store=False),
+    Step("fig6", "experiments.fig6", (), ("fig6.csv", "fig6.png"), 9.5),
     Step("fig6_rtree", "experiments.fig6", ("--react-on", "tree"),
-         ("fig6_rtree.csv", "fig6_rtree.png"), 6),
+         ("fig6_rtree.csv", "fig6_rtree.png"), 3.5),
     Step("fig6_rring", "experiments.fig6", ("--react-on", "ring"),
-         ("fig6_rring.csv", "fig6_rring.png"), 7.5),
-    Step("fig7", "experiments.fig7", (), ("fig7.csv", "fig7.png"), 4),
-    Step("fig8", "experiments.fig8", (), ("fig8.csv", "fig8.png"), 4),
+         ("fig6_rring.csv", "fig6_rring.png"), 5),
+    Step("fig7", "experiments.fig7", (), ("fig7.csv", "fig7.png"), 3),
+    Step("fig8", "experiments.fig8", (), ("fig8.csv", "fig8.png"), 1.5),
     Step("fig8_cstep", "experiments.fig8", ("--concurrency", "step"),
-         ("fig8_cstep.csv", "fig8_cstep.png"), 1.5),
+         ("fig8_cstep.csv", "fig8_cstep.png"), 1),
     Step("fig8_cchecked", "experiments.fig8", ("--concurrency", "checked"),
-         ("fig8_cchecked.csv", "fig8_cchecked.png"), 3),
-    Step("fig12", "experiments.fig12", (), ("fig12.csv", "fig12.png"), 4),
-    Step("fig13", "experiments.fig13", (), ("fig13.csv", "fig13.png"), 7.5,
+         ("fig8_cchecked.csv", "fig8_cchecked.png"), 1.5),
+    Step("fig12", "experiments.fig12", (), ("fig12.csv", "fig12.png"), 3),
+    Step("fig13", "experiments.fig13", (), ("fig13.csv", "fig13.png"), 9,
          progress_flag=True),
-    Step("table2", "experiments.table2", (), ("table2.csv",), 3, progress_flag=True),
-    Step("ablation", "experiments.ablation", (), ("ablation.csv", "ablation.md"), 5,
+    Step("table2", "experiments.table2", (), ("table2.csv",), 4, progress_flag=True),
+    Step("ablation", "experiments.ablation", (), ("ablation.csv", "ablation.md"), 4.5,
          progress_flag=True),
     Step("table2_e5000", "experiments.table2", ("--epochs", "5000"), ("table2_e5000.csv",),
-         10.5, progress_flag=True),
+         15, progress_flag=True),
     Step("table2_bping_pong", "experiments.table2", ("--background", "ping_pong"),
-         ("table2_bping_pong.csv",), 4, progress_flag=True),
+         ("table2_bping_pong.csv",), 8.5, progress_flag=True),
     Step("table2_e5000_bping_pong", "experiments.table2",
          ("--epochs", "5000", "--background", "ping_pong"), ("table2_e5000_bping_pong.csv",),
-         19, progress_flag=True),
+         46.5, progress_flag=True),
 )
 """The simulator steps, run by default."""
 
@@ -223,8 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     clock = time.perf_counter()
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = []
-        for k, step in enumerate(steps, 1):
-            print(f"[{k}/{len(steps)}] start {step.name}: "
+        # longest first, so that with several jobs a long step does not start last
+        for k, step in enumerate(sorted(steps, key=lambda s: -s.minutes), 1):
+            print(f"[{k}/{len(steps)}] queued {step.name}: "
                   f"{' '.join(step.command(out, store_dir, args.quick)[1:])}", flush=True)
             futures.append(pool.submit(run_step, step, out, store_dir, args.quick, log_dir))
         for done, future in enumerate(as_completed(futures), 1):
