@@ -38,7 +38,7 @@ from react.runtime.channel import (
     encode,
     listen,
 )
-from react.runtime.clock import now_s
+from react.runtime.clock import clock_id, now_s
 from react.runtime.timings import RankEpochTimings, RecvTiming, SendTiming, merge_epoch
 from react.runtime.tuner import (
     TunerClient,
@@ -626,3 +626,24 @@ def test_leader_drops_a_rank_that_sends_garbage(bad, why):
     assert any(re.search(why, e) for e in doc["events"]), doc["events"]
     assert all("stopped tuning" in clients[r].failure for r in (0, 1, 2))
     assert not doc["complete"]
+
+
+def test_a_rank_on_the_leaders_clock_gets_offset_zero_and_another_clock_is_estimated():
+    # Same machine, same CLOCK_MONOTONIC: nothing to estimate, and an estimate would move the
+    # rank's flows by the ping's asymmetry. A rank with a clock of its own is still estimated.
+    if clock_id() is None:
+        pytest.skip("this system does not name its clock (no /proc/sys/kernel/random/boot_id)")
+    ring = allreduce_ring(4)
+    leader = TunerLeader(ring, 4, message_bytes=MESSAGE, host="127.0.0.1", timeout_s=5)
+    thread = threading.Thread(target=leader.run, daemon=True)
+    thread.start()
+    clients = [TunerClient(r, leader.address, timeout_s=5,
+                           **({"clock": lambda: now_s() + 5.0} if r == 2 else {}))
+               for r in ring.ranks]
+    try:
+        assert leader.offsets_s[0] == leader.offsets_s[1] == leader.offsets_s[3] == 0.0
+        assert leader.offsets_s[2] == pytest.approx(-5.0, abs=1e-3)
+    finally:
+        for c in clients:
+            c.close()
+        thread.join(timeout=10)

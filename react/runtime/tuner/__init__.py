@@ -52,7 +52,8 @@ Where ranks may disagree, and how it shows
 
 Wire protocol (newline-delimited JSON objects, :mod:`react.runtime.channel`)
     rank -> leader:
-        ``{"type": "hello", "rank": r, "version": 1}``;
+        ``{"type": "hello", "rank": r, "version": 1, "clock": ID}`` (``clock``: the rank's
+        :func:`react.runtime.clock.clock_id`, or null; a rank on the leader's clock gets offset 0);
         ``{"type": "pong", "seq": k, "t_rank_s": t}`` (answer to a ping, the rank's clock);
         ``{"type": "timings", "timings": RankEpochTimings.to_dict(), "pattern": fingerprint,
         "waited_s": w}`` (one per epoch);

@@ -20,7 +20,7 @@ from react.runtime.channel import (
     MessageError,
     connect,
 )
-from react.runtime.clock import now_s
+from react.runtime.clock import clock_id, now_s
 from react.runtime.timings import RankEpochTimings
 from react.runtime.tuner.messages import (
     _POLL_S,
@@ -53,7 +53,9 @@ class TunerClient:
         Size limit of one control message.
     clock : callable
         The clock the rank stamps its timings with (default :func:`react.runtime.clock.now_s`);
-        the leader's offset estimate refers to it.
+        the leader's offset estimate refers to it. With the default the rank also tells the
+        leader its :func:`~react.runtime.clock.clock_id`, so a rank on the leader's machine gets
+        offset 0 instead of an estimate.
 
     Notes
     -----
@@ -125,7 +127,8 @@ class TunerClient:
         channel = self._channel
         assert channel is not None
         deadline = time.monotonic() + self.timeout_s
-        channel.send({"type": "hello", "rank": self.rank, "version": PROTOCOL_VERSION})
+        channel.send({"type": "hello", "rank": self.rank, "version": PROTOCOL_VERSION,
+                      "clock": clock_id() if self._clock is now_s else None})
         while True:
             message = channel.recv(max(0.0, deadline - time.monotonic()))
             kind = message["type"]

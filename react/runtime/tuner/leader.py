@@ -29,7 +29,7 @@ from react.runtime.channel import (
     encode,
     listen,
 )
-from react.runtime.clock import now_s
+from react.runtime.clock import clock_id, now_s
 from react.runtime.timings import RankEpochTimings, TimingError, epoch_end_s, merge_epoch
 from react.runtime.tuner.messages import (
     _POLL_S,
@@ -241,6 +241,8 @@ class TunerLeader:
             if pong["type"] != "pong" or pong.get("seq") != seq:
                 raise MessageError(f"rank {rank}: expected pong {seq}, got {pong!r:.80}")
             best = min(best, (t1 - t0, (t0 + t1) / 2 - _number(pong, "t_rank_s")))
+        if hello.get("clock") is not None and hello.get("clock") == clock_id():
+            best = (best[0], 0.0)  # the same clock: nothing to estimate (react.runtime.clock)
         self.rtt_s[rank], self.offsets_s[rank] = best
         channel.send({
             "type": "welcome", "batch_epochs": self.batch_epochs,
