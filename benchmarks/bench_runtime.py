@@ -115,7 +115,7 @@ def tuner_overhead(n: int, epochs: int, rate_bps: float, message_bytes: int) -> 
               "switch)")
     print(f"   epochs any rank waited for the tuner: {info['epochs_waited']}")
     offsets = [abs(v) for v in info["offsets_s"].values()]
-    print(f"   clock offsets estimated on one host: max {max(offsets) * 1e6:.1f} us")
+    print(f"   clock offsets (0 for ranks on the leader's clock): max {max(offsets) * 1e6:.1f} us")
     if info["switch_cost_s"]:
         costs = ", ".join(f"{c * 1e3:+.1f}" for c in info["switch_cost_s"])
         print(f"   switch epochs against the median of the next three (ms): {costs}")

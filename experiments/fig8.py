@@ -30,7 +30,7 @@ import numpy as np
 
 from flowsim.routing import Router
 from flowsim.topologies import fat_tree
-from react.controller import CONCURRENCY_MODES
+from react.controller import CONCURRENCY_MODES, ControllerConfig
 from react.outdir import experiment_dirs, variant_name
 from react.plots import run_and_plot
 from react.sweep import scenario_points
@@ -43,6 +43,7 @@ CAPACITIES_GBPS = (30, 50, 80)
 K = 8
 RANKS = 8
 CONNECTIONS = 4
+DEFAULT_CONCURRENCY = ControllerConfig().concurrency
 
 
 def rank_hosts(k: int = K, ranks: int = RANKS) -> list[str]:
@@ -68,9 +69,9 @@ def candidate_links(seed: int, *, k: int = K) -> list[str]:
 
 def scenario(failed: int, capacity_gbps: float, seed: int, *, epochs: int,
              candidates: Sequence[str] | None = None,
-             concurrency: str = "schedule") -> dict[str, Any]:
+             concurrency: str = "") -> dict[str, Any]:
     """One point: ``failed`` links drawn among the job's usable links, at ``capacity_gbps``;
-    ``concurrency`` is the controller's (react.controller.ControllerConfig)."""
+    ``concurrency`` is the controller's (react.controller.ControllerConfig; empty: its default)."""
     links = list(candidates) if candidates is not None else candidate_links(seed)
     rng = np.random.default_rng([seed, failed])  # independent of the capacity
     chosen = [links[int(i)] for i in rng.choice(len(links), size=failed, replace=False)]
@@ -83,7 +84,7 @@ def scenario(failed: int, capacity_gbps: float, seed: int, *, epochs: int,
                   "placement": "spread", "message_bytes": 20e6, "epochs": epochs,
                   # The default as plain true, so that stored runs keep their keys; the other
                   # estimates as they were recorded, without the default's search slack.
-                  "react": True if concurrency == "schedule" else
+                  "react": True if concurrency in ("", DEFAULT_CONCURRENCY) else
                   {"concurrency": concurrency, "search_slack": 0.0}}],
         "failures": [{"link": link, "capacity_bps": capacity_gbps * 1e9, "at_s": 0.0}
                      for link in chosen],
@@ -106,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "asked; with --quick a new "
                              "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
-    parser.add_argument("--concurrency", choices=CONCURRENCY_MODES, default="schedule",
+    parser.add_argument("--concurrency", choices=CONCURRENCY_MODES,
+                        default=DEFAULT_CONCURRENCY,
                         help="the controller's estimate: flows share links with those that "
                              "overlap them in time (schedule, default), with those of their "
                              "step (step, the paper's), or the second checked by the first "
@@ -126,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stem = "fig8" + ("-quick" if args.quick else "")
     if not args.quick:  # other options than the defaults: files of their own
         stem = variant_name(stem, {"s": args.seeds, "e": args.epochs, "c": args.concurrency},
-                            {"s": 5, "e": 100, "c": "schedule"})
+                            {"s": 5, "e": 100, "c": DEFAULT_CONCURRENCY})
     points = scenario_points(stem, cases, react="both", warmup_epochs=warmup)
     out_dir, store = experiment_dirs(stem, quick=args.quick, out=args.out_dir,
                                      store=args.store, default_out=RESULTS,

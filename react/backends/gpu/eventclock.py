@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from react.backends.gpu.world import GpuError
 from react.runtime.clock import now_s
 from react.runtime.timings import RankEpochTimings, RecvTiming, SendTiming
 
@@ -45,8 +46,6 @@ STAMPS = ("post", "launch")
 def check_stamp(stamp: object) -> str:
     """``stamp`` if it is one of :data:`STAMPS`, else a GpuError naming it."""
     if stamp not in STAMPS:
-        from react.backends.gpu.world import GpuError
-
         raise GpuError(f"stamp must be one of {list(STAMPS)}, got {stamp!r}")
     return str(stamp)
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from react.backends.base import EpochResult, JobRun
+from react.backends.gpu.eventclock import check_stamp
 from react.backends.gpu.rank import MODES, gpu_job_spec
 from react.backends.gpu.world import MULTICAST_OFF, GpuError
 from react.controller import Controller
@@ -107,8 +108,6 @@ class GpuJob:
                  timeout_s: float = 120.0, lanes: int = 4, compute_gap_s: float = 0.0,
                  workdir: str | os.PathLike[str] | None = None, gpus: int | None = None,
                  python: Sequence[str] | None = None, stamp: str = "post") -> None:
-        from react.backends.gpu.eventclock import check_stamp
-
         self.stamp = check_stamp(stamp)
         self.devices = [int(d) for d in devices]
         if len(set(self.devices)) != len(self.devices):

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from react.backends.gpu.eventclock import check_stamp
 from react.errors import ReactError
 from react.pattern import Pattern
 from react.runtime.timings import RankEpochTimings
@@ -71,8 +72,6 @@ def gpu_job_spec(
     stamp: str = "post",
 ) -> dict[str, Any]:
     """The JSON document every rank of a GPU job reads (module docstring)."""
-    from react.backends.gpu.eventclock import check_stamp
-
     check_stamp(stamp)
     if mode not in MODES:
         raise ReactError(f"gpu_job_spec: mode must be one of {MODES}, got {mode!r}")
