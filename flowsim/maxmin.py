@@ -223,12 +223,19 @@ def water_fill_lists(paths: Sequence[Sequence[int]], weights: Sequence[float],
         The rates, in the unit of ``capacity``.
     """
     n = len(paths)
-    rates = [0.0] * n
     if n == 0:
-        return rates
+        return []
     unit = all(w == 1.0 for w in weights) if unit_weights is None else unit_weights
+    if n == 1:  # one round: the flow's tightest link
+        path = paths[0]
+        if unit:
+            r = min([capacity[lk] for lk in path])
+        else:
+            w = weights[0]
+            r = w * min([capacity[lk] / w for lk in path])
+        return [r if r > 0.0 else 0.0]
     rem: dict[int, float] = {}
-    wsum: dict[int, float] = {}
+    wsum: dict[int, float] = {}  # per live link (one with an unfrozen flow): the weight sum of those flows
     if unit:  # counts are exact whatever the order
         for path in paths:
             for lk in path:
@@ -238,7 +245,7 @@ def water_fill_lists(paths: Sequence[Sequence[int]], weights: Sequence[float],
                     wsum[lk] = 1.0
                     rem[lk] = capacity[lk]
     else:
-        width = max(len(p) for p in paths)
+        width = max(map(len, paths))
         for pos in range(width):  # the array core's bincount order: position, then flow
             for path, w in zip(paths, weights, strict=True):
                 if pos < len(path):
@@ -248,21 +255,14 @@ def water_fill_lists(paths: Sequence[Sequence[int]], weights: Sequence[float],
                     else:
                         wsum[lk] = 0.0 + w
                         rem[lk] = capacity[lk]
-    cnt: dict[int, int] = {}  # unfrozen flows per link: a link is live while it has any
-    for path in paths:
-        for lk in path:
-            cnt[lk] = cnt.get(lk, 0) + 1
-    active = list(range(n))
+    rates = [0.0] * n
+    active = range(n)
     inf = math.inf
     while True:
-        share = {lk: rem[lk] / wsum[lk] for lk in cnt}
+        share = {lk: rem[lk] / s for lk, s in wsum.items()}
         get = share.__getitem__
         apaths = [paths[i] for i in active]
         fmins = [min(map(get, p)) for p in apaths]
-        # A link saturates now when none of its flows has a tighter link elsewhere (such a flow
-        # may freeze first and release capacity, so the link's share may still rise): when the
-        # lowest tightest share among its flows is its own share. A flow freezes when it crosses
-        # such a link. (The array core's "blocked" links are exactly the others.)
         low = dict.fromkeys(share, inf)
         for p, f in zip(apaths, fmins, strict=True):
             for lk in p:
@@ -279,49 +279,57 @@ def water_fill_lists(paths: Sequence[Sequence[int]], weights: Sequence[float],
             else:
                 fixed.append(i)
                 fixed_rate.append(f if unit else weights[i] * f)
+        for i, r in zip(fixed, fixed_rate, strict=True):
+            rates[i] = r
         if not waiting:
-            for i, r in zip(fixed, fixed_rate, strict=True):
-                rates[i] = r
             break
         # Per-link sums of the frozen flows, by path position then flow, as bincount adds them.
-        width = max(len(paths[i]) for i in fixed)
         dec: dict[int, float] = {}
-        dw: dict[int, float] = {}
-        for pos in range(width):
-            for i, r in zip(fixed, fixed_rate, strict=True):
-                path = paths[i]
-                if pos < len(path):
-                    lk = path[pos]
-                    if lk in dec:
-                        dec[lk] += r
-                        dw[lk] += 1.0
-                    else:
-                        dec[lk] = 0.0 + r
-                        dw[lk] = 1.0
-        for lk, d in dec.items():
-            rem[lk] -= d
         if unit:
+            dw: dict[int, float] = {}
+            for pos in range(max([len(paths[i]) for i in fixed])):
+                for i, r in zip(fixed, fixed_rate, strict=True):
+                    path = paths[i]
+                    if pos < len(path):
+                        lk = path[pos]
+                        if lk in dec:
+                            dec[lk] += r
+                            dw[lk] += 1.0
+                        else:
+                            dec[lk] = 0.0 + r
+                            dw[lk] = 1.0
+            for lk, d in dec.items():
+                rem[lk] -= d
             for lk, d in dw.items():
-                wsum[lk] -= d  # counts: exact
+                c = wsum[lk] - d  # counts: exact
+                if c:
+                    wsum[lk] = c
+                else:
+                    del wsum[lk]
         else:
+            for pos in range(max([len(paths[i]) for i in fixed])):
+                for i, r in zip(fixed, fixed_rate, strict=True):
+                    path = paths[i]
+                    if pos < len(path):
+                        lk = path[pos]
+                        if lk in dec:
+                            dec[lk] += r
+                        else:
+                            dec[lk] = 0.0 + r
+            for lk, d in dec.items():
+                rem[lk] -= d
             # The weight sums of the flows still rising, afresh (the array core's order):
             # subtracting frozen weights would swamp tiny weights beside large ones.
-            wsum = dict.fromkeys(wsum, 0.0)
-            width = max(len(paths[i]) for i in waiting)
-            for pos in range(width):
+            wsum = {}
+            for pos in range(max([len(paths[i]) for i in waiting])):
                 for i in waiting:
                     path = paths[i]
                     if pos < len(path):
-                        wsum[path[pos]] += weights[i]
-        for i in fixed:
-            for lk in paths[i]:
-                c = cnt[lk] - 1
-                if c:
-                    cnt[lk] = c
-                else:
-                    del cnt[lk]
-        for i, r in zip(fixed, fixed_rate, strict=True):
-            rates[i] = r
+                        lk = path[pos]
+                        if lk in wsum:
+                            wsum[lk] += weights[i]
+                        else:
+                            wsum[lk] = 0.0 + weights[i]
         active = waiting
     # Round-off can leave a full link a hair below zero; no rate is negative.
     return [r if r > 0.0 else 0.0 for r in rates]

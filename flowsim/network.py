@@ -720,8 +720,7 @@ class Network:
             weight=m.weight, stopped=stopped,
         )
         if end == now:
-            self.records.append(record)
-            m.event.succeed(record)
+            self._deliver(m.event, record)
         else:
             arrive = self.env.timeout(end - now)
             arrive.callbacks.append(lambda _ev: self._deliver(m.event, record))

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -209,6 +209,8 @@ class TcpNetwork(Network):
         self._released: set[int] = set()  # holds lifted at this instant: their rise is not held
         self._rtt_ref: float | None = None
         self._rtt_of_path: dict[tuple[int, ...], float] = {}
+        # Per finite flow: the event start_flow returned, its payload and when it was asked for.
+        self._relays: dict[int, tuple[FlowDone, float, float]] = {}
         young = model.young_weight != 1 and model.young_s > 0
         self._young = model.young_weight if young else 1.0
 
@@ -274,7 +276,7 @@ class TcpNetwork(Network):
             self._track(inner.flow_id, own)
             self._grow_up(inner.flow_id, w)
             self._sends(inner.flow_id, tenant, src, dst)
-            inner.callbacks.append(lambda ev: self._finish(outer, ev.value, size, asked))
+            self._relays[inner.flow_id] = (outer, size, asked)
 
         self.env.timeout(model.startup_s).callbacks.append(begin)
         return outer
@@ -421,10 +423,23 @@ class TcpNetwork(Network):
 
     def _relay(self, inner: FlowDone, size: float, asked: float) -> FlowDone:
         outer = FlowDone(self.env, inner.flow_id)
-        inner.callbacks.append(lambda ev: self._finish(outer, ev.value, size, asked))
+        self._relays[inner.flow_id] = (outer, size, asked)
         return outer
 
-    def _finish(self, outer: FlowDone, record: FlowRecord, size: float, asked: float) -> None:
+    def _deliver(self, event: FlowDone, record: FlowRecord) -> None:
+        """Keep the wire record; a finite flow's caller gets it translated (:meth:`_finish`)
+        on the event :meth:`start_flow` returned, fired here instead of from the engine's own
+        event (one SimPy event per flow fewer)."""
+        relay = self._relays.pop(record.flow_id, None)
+        if relay is None:
+            super()._deliver(event, record)
+            return
+        self.records.append(record)
+        self._finish(*relay, record)
+
+    def _finish(self, outer: FlowDone, size: float, asked: float, record: FlowRecord) -> None:
         """Fire ``outer`` with the wire record translated back to the payload asked for."""
         sent = min(size, record.sent_bytes * self.model.goodput)
-        outer.succeed(replace(record, size_bytes=size, sent_bytes=sent, start_s=asked))
+        r = record  # built field by field: dataclasses.replace costs more than the rest
+        outer.succeed(FlowRecord(r.flow_id, r.src, r.dst, size, sent, asked, r.end_s, r.path,
+                                 r.port, r.tag, r.tenant, r.weight, r.stopped))

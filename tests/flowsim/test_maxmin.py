@@ -218,6 +218,18 @@ def test_water_fill_lists_empty_and_worked_example():
     assert water_fill_lists([[0, 1], [0], [1]], [3.0, 1.0, 1.0], caps) == [3.0, 7.0, 1.0]
 
 
+def test_water_fill_lists_one_flow():
+    # One flow takes its tightest link (the solver's one-round shortcut), whatever its weight;
+    # a residual a hair below zero (round-off in the engine) gives rate 0, never a negative one.
+    caps = {0: 10.0, 1: 4.0, 2: -1e-18}
+    assert water_fill_lists([[0, 1]], [1.0], caps) == [4.0]
+    assert water_fill_lists([[1, 0]], [3.0], caps) == [4.0]
+    assert water_fill_lists([[0, 2]], [0.5], caps) == [0.0]
+    for w in (1e-9, 0.4, 7.0, 1e9):  # bit for bit as the array core: w * (c / w)
+        expected = water_fill(np.array([[0, 1]]), np.array([w]), np.array([10.0, 4.0]))
+        assert water_fill_lists([[0, 1]], [w], caps) == expected.tolist()
+
+
 def test_max_min_docstring_examples_run():
     import doctest
 
