@@ -32,7 +32,7 @@ The fit (always) reads that file and fits :class:`flowsim.tcp.TcpModel`:
   1 and the isolating leaf-spine cases).
 
 The other cases are validation only: the star tree at p = 2 from one host and the leaf-spine
-tree at p = 2.
+tree at p = 2, of 4 MB and of 20 MB.
 
 It prints the fitted values beside :data:`flowsim.tcp.FITTED` (which must be these values) and
 a table of every case on ns-3, exact max-min and the TCP-aware mode with the relative errors
@@ -103,13 +103,14 @@ LEAF_SPINE = {"name": "leaf_spine", "leaves": 4, "spines": 2, "hosts_per_leaf": 
 oversubscribed; a path within a leaf has 2 links, one across a spine 4."""
 
 
-def _leaf_spine(background: Sequence[str] = ("h18", "h19")) -> dict[str, Any]:
+def _leaf_spine(background: Sequence[str] = ("h18", "h19"), *,
+                message_bytes: float = 4e6) -> dict[str, Any]:
     """16-rank dual tree, 4 MB, on :data:`LEAF_SPINE` (ranks on h0-h15), four ECMP connections
     per pair, a long-lived flow into rank 3 (h3, leaf 0) from each of ``background`` (leaf 3)."""
     return {
         "seed": 1, "connections": 4, "topology": dict(LEAF_SPINE),
         "jobs": [{"name": "tree", "collective": "allreduce_double_binary_tree", "ranks": 16,
-                  "message_bytes": 4e6, "epochs": 1}],
+                  "message_bytes": message_bytes, "epochs": 1}],
         "background": [{"kind": "long_lived", "src": h, "dst": "tree:3"} for h in background],
     }
 
@@ -139,6 +140,8 @@ CASES: tuple[Case, ...] = (
     # the same tree without the long-lived flows and with one
     Case("leaf-spine-tree-p0", "collective", _leaf_spine(())),
     Case("leaf-spine-tree-p1", "collective", _leaf_spine(("h18",))),
+    # the tree at p = 2 with the paper's 20 MB (validation beyond the 2-16 MB flows fitted on)
+    Case("leaf-spine-tree-p2-20MB", "collective", _leaf_spine(message_bytes=20e6)),
     # two 2 MB flows from one host or into one host: within a leaf or across a spine
     Case("ls-out-leaf-spine", "last", _leaf_spine_flows((("h0", "h1"), ("h0", "h5")), 2e6)),
     Case("ls-in-leaf-spine", "last", _leaf_spine_flows((("h1", "h0"), ("h5", "h0")), 2e6)),
