@@ -235,7 +235,9 @@ def water_fill_lists(paths: Sequence[Sequence[int]], weights: Sequence[float],
             r = w * min([capacity[lk] / w for lk in path])
         return [r if r > 0.0 else 0.0]
     rem: dict[int, float] = {}
-    wsum: dict[int, float] = {}  # per live link (one with an unfrozen flow): the weight sum of those flows
+    # Per live link (one crossed by a flow not yet frozen): the weight sum of those flows. A
+    # link leaves when its last flow freezes.
+    wsum: dict[int, float] = {}
     if unit:  # counts are exact whatever the order
         for path in paths:
             for lk in path:
@@ -263,6 +265,10 @@ def water_fill_lists(paths: Sequence[Sequence[int]], weights: Sequence[float],
         get = share.__getitem__
         apaths = [paths[i] for i in active]
         fmins = [min(map(get, p)) for p in apaths]
+        # A link saturates now when none of its flows has a tighter link elsewhere (such a flow
+        # may freeze first and release capacity, so the link's share may still rise): when the
+        # lowest tightest share among its flows is its own share. A flow freezes when it crosses
+        # such a link. (The array core's "blocked" links are exactly the others.)
         low = dict.fromkeys(share, inf)
         for p, f in zip(apaths, fmins, strict=True):
             for lk in p:
