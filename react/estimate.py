@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -140,6 +141,8 @@ class FctModel:
 
     _SCHEDULE_PASSES = 4
     """Rounds of pricing flows at the overlaps of the previous round's schedule."""
+    _OVERLAP_MEMO_MAX = 100_000
+    """Groups kept by the overlap memo before it starts afresh (about 50 MB at most)."""
 
     def __init__(self, observations: Sequence[_Observation], *, unseen: str = "links",
                  concurrency: str = "step") -> None:
@@ -176,6 +179,9 @@ class FctModel:
         if unseen == "links":
             self._fit_links(observations)
         self._memo: dict[tuple[object, float], dict[tuple[object, ...], float]] = {}
+        # Candidates' schedules mostly keep a sender's (receiver's) flows at the same times: in
+        # a 512-rank what-if, 4 of 5 groups priced were priced before.
+        self._overlap_memo: dict[tuple[tuple[float, float], ...], tuple[float, ...]] = {}
 
     def _fit_links(self, observations: Sequence[_Observation]) -> None:
         """Each rank's outbound and inbound competing load, and the mean path excess.
@@ -327,8 +333,11 @@ class FctModel:
             live = [pattern.flow_bytes(f, message_bytes) > 0 for f in pattern.flows]
             for _round in range(self._SCHEDULE_PASSES):
                 start, end = schedule(pattern, fcts)
+                if len(self._overlap_memo) > self._OVERLAP_MEMO_MAX:
+                    self._overlap_memo.clear()
                 overlap = [(round(o, 2), round(i, 2)) for o, i in
-                           _overlap_sharing(pattern, start.tolist(), end.tolist(), live)]
+                           _overlap_sharing(pattern, start.tolist(), end.tolist(), live,
+                                            self._overlap_memo)]
                 if overlap == sides:  # a fixed point (to 1%): the same sharing, the same FCTs
                     break
                 sides = overlap
@@ -355,48 +364,71 @@ class FctModel:
 
 
 def _overlap_sharing(pattern: Pattern, start: Sequence[float], end: Sequence[float],
-                     live: Sequence[bool]) -> list[tuple[float, float]]:
+                     live: Sequence[bool],
+                     memo: dict[tuple[tuple[float, float], ...], tuple[float, ...]] | None = None,
+                     ) -> list[tuple[float, float]]:
     """For each flow: among how many flows its sender's and its receiver's link were divided.
 
     A link shared fairly by ``k(t)`` flows gives each ``C / k(t)``, so over a flow's run its
     mean rate is ``C`` times the time-average of ``1 / k(t)``; the flow's *effective* sharing is
     the inverse of that average (1 alone, 2 with another flow throughout, 4/3 with another for
     half its time). ``k(t)`` counts the ``live`` flows out of the same sender (into the same
-    receiver) running at ``t``; a flow of zero duration gets its instant's count.
+    receiver) running at ``t``; a flow of zero duration gets its instant's count. ``memo``
+    keeps each group's result by its flows' (start, end) times.
     """
+    n = len(pattern.flows)
     outs: dict[int, list[int]] = {}
     ins: dict[int, list[int]] = {}
     for i, f in enumerate(pattern.flows):
         if live[i]:
             outs.setdefault(f.src, []).append(i)
             ins.setdefault(f.dst, []).append(i)
+    sender = [1.0] * n
+    receiver = [1.0] * n
+    for groups, shares in ((outs, sender), (ins, receiver)):
+        for group in groups.values():
+            if len(group) < 2:
+                continue
+            spans = tuple((start[j], end[j]) for j in group)
+            got = None if memo is None else memo.get(spans)
+            if got is None:
+                got = _group_sharing(spans)
+                if memo is not None:
+                    memo[spans] = got
+            for j, x in zip(group, got, strict=True):
+                shares[j] = x
+    return list(zip(sender, receiver, strict=True))
+
+
+def _group_sharing(spans: Sequence[tuple[float, float]]) -> tuple[float, ...]:
+    """The effective sharing of each of a group's flows (``(start, end)`` each), in order.
+
+    Over the group's elementary intervals (between consecutive distinct starts and ends), the
+    flows running at an interval's midpoint are counted once for the whole group; a flow adds up
+    ``length / k`` over the intervals of its run, ``k`` being itself and the others running (a
+    flow that starts exactly where it ends does not run alongside it).
+    """
+    starts = sorted(s for s, _e in spans)
+    ends = sorted(e for _s, e in spans)
+    cuts = sorted({*starts, *ends})
+    mids = [0.5 * (a + b) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    # Flows with start <= mid < end: those started by then less those ended (end >= start).
+    running = [bisect_right(starts, m) - bisect_right(ends, m) for m in mids]
     out = []
-    for i, f in enumerate(pattern.flows):
-        if not live[i]:
-            out.append((1.0, 1.0))
+    for i, (s, e) in enumerate(spans):
+        if e <= s:  # an instant: the other flows running then
+            out.append(1.0 + sum(1 for j, (a, b) in enumerate(spans)
+                                 if j != i and a < e and b > s and a <= s < b))
             continue
-        senders, receivers = outs[f.src], ins[f.dst]
-        out.append((_effective_sharing(i, senders, start, end) if len(senders) > 1 else 1.0,
-                    _effective_sharing(i, receivers, start, end) if len(receivers) > 1 else 1.0))
-    return out
-
-
-def _effective_sharing(i: int, group: Sequence[int], start: Sequence[float],
-                       end: Sequence[float]) -> float:
-    s, e = start[i], end[i]
-    others = [(start[j], end[j]) for j in group if j != i and start[j] < e and end[j] > s]
-    if not others:
-        return 1.0
-    if e <= s:  # an instant: the flows running then
-        return 1.0 + sum(1 for a, b in others if a <= s < b)
-    cuts = sorted({s, e, *(a for a, _b in others if s < a < e),
-                   *(b for _a, b in others if s < b < e)})
-    inverse = 0.0
-    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
-        mid = 0.5 * (a + b)
-        k = 1 + sum(1 for x, y in others if x <= mid < y)
-        inverse += (b - a) / k
-    return (e - s) / inverse
+        inverse = 0.0
+        for m in range(bisect_left(cuts, s), bisect_left(cuts, e)):
+            mid = mids[m]
+            k = 1 + running[m] - (s <= mid < e)
+            if mid == e:  # the midpoint rounded onto e: flows starting at e are not alongside
+                k -= sum(1 for a, b in spans if a == e < b)
+            inverse += (cuts[m + 1] - cuts[m]) / k
+        out.append((e - s) / inverse)
+    return tuple(out)
 
 
 def _side_degrees(pattern: Pattern) -> list[tuple[int, int]]:

@@ -146,6 +146,48 @@ def test_effective_sharing_is_the_inverse_of_the_mean_share():
     assert got[Flow(2, 0, 2, (1,))] == pytest.approx((4 / 3, 1.0))
 
 
+def _exact_sharing(spans, i):
+    """Flow i's effective sharing from the definition, in rationals: its duration over the
+    integral of 1 / k(t), k(t) = 1 + the other flows with start <= t < end (t inside i's run)."""
+    from fractions import Fraction as Q
+    s, e = map(Q, spans[i])
+    if e <= s:
+        return 1 + sum(1 for j, (a, b) in enumerate(spans) if j != i and Q(a) < s < Q(b))
+    cuts = sorted({s, e, *(Q(x) for a, b in spans for x in (a, b) if s < Q(x) < e)})
+    inverse = sum((b - a) / (1 + sum(1 for j, (x, y) in enumerate(spans)
+                                     if j != i and Q(x) <= (a + b) / 2 < Q(y)))
+                  for a, b in zip(cuts[:-1], cuts[1:], strict=True))
+    return (e - s) / inverse
+
+
+def test_group_sharing_matches_the_definition_on_random_groups():
+    import random
+
+    from react.estimate import _group_sharing
+    rng = random.Random(7)
+    points = [0.0, 0.5, 1.0, 1.0000000000000002, 2.0]  # ties, adjacent floats, instants
+    for _ in range(400):
+        n = rng.randint(2, 6)
+        starts = [rng.choice(points) if rng.random() < 0.6 else rng.uniform(0, 2)
+                  for _ in range(n)]
+        spans = [(a, max(a, rng.choice(points) if rng.random() < 0.6 else a + rng.uniform(0, 1)))
+                 for a in starts]
+        got = _group_sharing(spans)
+        for i in range(n):
+            assert got[i] == pytest.approx(float(_exact_sharing(spans, i)), rel=1e-12), spans
+
+
+def test_overlap_sharing_memo_gives_the_same_numbers():
+    from react.estimate import _overlap_sharing
+    p = Pattern("broadcast", (0, 1, 2, 3), (Chunk(0, 0.5), Chunk(1, 0.5)),
+                (Flow(1, 0, 1, (0,)), Flow(1, 3, 1, (1,)), Flow(2, 0, 2, (1,))), root=0)
+    start, end, live = [0.0, 0.0, 1.0], [2.0, 2.0, 3.0], [True] * 3
+    memo: dict = {}
+    first = _overlap_sharing(p, start, end, live, memo)
+    assert memo and _overlap_sharing(p, start, end, live, memo) == first
+    assert _overlap_sharing(p, start, end, live) == first
+
+
 def slow_into_2(shared_rate):
     """Rank 2's inbound link: 0 -> 2 alone at 1/4 of C = 1, 1 -> 2 beside another job flow
     (k = 2) at ``shared_rate``; every other pair alone at 1."""
