@@ -291,39 +291,26 @@ def water_fill_lists(paths: Sequence[Sequence[int]], weights: Sequence[float],
             break
         # Per-link sums of the frozen flows, by path position then flow, as bincount adds them.
         dec: dict[int, float] = {}
+        for pos in range(max([len(paths[i]) for i in fixed])):
+            for i, r in zip(fixed, fixed_rate, strict=True):
+                path = paths[i]
+                if pos < len(path):
+                    lk = path[pos]
+                    if lk in dec:
+                        dec[lk] += r
+                    else:
+                        dec[lk] = 0.0 + r
+        for lk, d in dec.items():
+            rem[lk] -= d
         if unit:
-            dw: dict[int, float] = {}
-            for pos in range(max([len(paths[i]) for i in fixed])):
-                for i, r in zip(fixed, fixed_rate, strict=True):
-                    path = paths[i]
-                    if pos < len(path):
-                        lk = path[pos]
-                        if lk in dec:
-                            dec[lk] += r
-                            dw[lk] += 1.0
-                        else:
-                            dec[lk] = 0.0 + r
-                            dw[lk] = 1.0
-            for lk, d in dec.items():
-                rem[lk] -= d
-            for lk, d in dw.items():
-                c = wsum[lk] - d  # counts: exact
-                if c:
-                    wsum[lk] = c
-                else:
-                    del wsum[lk]
+            for i in fixed:  # counts: exact in any order
+                for lk in paths[i]:
+                    c = wsum[lk] - 1.0
+                    if c:
+                        wsum[lk] = c
+                    else:
+                        del wsum[lk]
         else:
-            for pos in range(max([len(paths[i]) for i in fixed])):
-                for i, r in zip(fixed, fixed_rate, strict=True):
-                    path = paths[i]
-                    if pos < len(path):
-                        lk = path[pos]
-                        if lk in dec:
-                            dec[lk] += r
-                        else:
-                            dec[lk] = 0.0 + r
-            for lk, d in dec.items():
-                rem[lk] -= d
             # The weight sums of the flows still rising, afresh (the array core's order):
             # subtracting frozen weights would swamp tiny weights beside large ones.
             wsum = {}
