@@ -63,3 +63,12 @@ def test_main_prints_the_table(tmp_path, capsys):
     assert "star-tree-p2" in text and out.exists()
     with pytest.raises(SystemExit):
         fit_tcp.fit({})
+
+
+def test_sim_epoch_time_leaves_the_case_alone():
+    # --measure times flowsim per epoch of a longer run of each case; the case itself (one
+    # epoch, as ns-3 runs it) must not change.
+    case = next(c for c in fit_tcp.CASES if c.name == "pair-1MB")
+    per_epoch = fit_tcp.sim_epoch_s(case, "tcp", epochs=3)
+    assert 0 < per_epoch < 5
+    assert [job["epochs"] for job in case.doc["jobs"]] == [1]
