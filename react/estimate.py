@@ -142,7 +142,7 @@ class FctModel:
     _SCHEDULE_PASSES = 4
     """Rounds of pricing flows at the overlaps of the previous round's schedule."""
     _OVERLAP_MEMO_MAX = 100_000
-    """Groups kept by the overlap memo before it starts afresh (about 50 MB at most)."""
+    """Groups kept by the overlap memo before it starts afresh (tens of MB at most)."""
 
     def __init__(self, observations: Sequence[_Observation], *, unseen: str = "links",
                  concurrency: str = "step") -> None:
@@ -406,7 +406,7 @@ def _group_sharing(spans: Sequence[tuple[float, float]]) -> tuple[float, ...]:
     Over the group's elementary intervals (between consecutive distinct starts and ends), the
     flows running at an interval's midpoint are counted once for the whole group; a flow adds up
     ``length / k`` over the intervals of its run, ``k`` being itself and the others running (a
-    flow that starts exactly where it ends does not run alongside it).
+    flow that starts exactly when this one ends does not run alongside it).
     """
     starts = sorted(s for s, _e in spans)
     ends = sorted(e for _s, e in spans)
@@ -415,10 +415,9 @@ def _group_sharing(spans: Sequence[tuple[float, float]]) -> tuple[float, ...]:
     # Flows with start <= mid < end: those started by then less those ended (end >= start).
     running = [bisect_right(starts, m) - bisect_right(ends, m) for m in mids]
     out = []
-    for i, (s, e) in enumerate(spans):
+    for s, e in spans:
         if e <= s:  # an instant: the other flows running then
-            out.append(1.0 + sum(1 for j, (a, b) in enumerate(spans)
-                                 if j != i and a < e and b > s and a <= s < b))
+            out.append(1.0 + sum(1 for a, b in spans if a < e and b > s))
             continue
         inverse = 0.0
         for m in range(bisect_left(cuts, s), bisect_left(cuts, e)):
