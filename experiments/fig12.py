@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from react.argtypes import add_controller_settings, controller_settings, react_entry, settings_label
 from react.outdir import experiment_dirs, variant_name
 from react.plots import run_and_plot
 from react.sweep import scenario_points
@@ -40,8 +41,10 @@ HOSTS = 16
 
 
 def scenario(flows: int, p: int, seed: int, *, epochs: int, direction: str = "in",
-             message_bytes: float = 20e6) -> dict[str, Any]:
-    """The scenario document of one point: ``flows`` random (rank, external host) pairs, p each."""
+             message_bytes: float = 20e6,
+             react: bool | dict[str, Any] = True) -> dict[str, Any]:
+    """The scenario document of one point: ``flows`` random (rank, external host) pairs, p each;
+    ``react`` is the job's ``react`` entry (a table: controller parameters)."""
     rng = np.random.default_rng([seed, flows])  # independent of p: the p bars share the draw
     ranks = rng.choice(RANKS, size=flows, replace=False)
     externals = RANKS + rng.choice(HOSTS - RANKS, size=flows, replace=False)
@@ -58,7 +61,7 @@ def scenario(flows: int, p: int, seed: int, *, epochs: int, direction: str = "in
         "topology": {"name": "star", "n": HOSTS},
         "jobs": [{"name": "tree", "collective": "allreduce_double_binary_tree", "ranks": RANKS,
                   "placement": "first", "message_bytes": message_bytes, "epochs": epochs,
-                  "react": True}],
+                  "react": react}],
         "background": background,
     }
 
@@ -81,19 +84,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "when asked; with --quick a new "
                              "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    add_controller_settings(parser)
     args = parser.parse_args(argv)
+    settings = controller_settings(parser, args.react_set)
 
     flows_values, ps, seeds, epochs, warmup = FLOWS, P_VALUES, range(args.seeds), args.epochs, 25
     if args.quick:
         flows_values, ps, seeds, epochs, warmup = (1, 2), (2,), range(1), 12, 2
     cases = [({"congested_flows": x, "p": p}, scenario(x, p, s, epochs=epochs,
-                                                         direction=args.direction))
+                                                         direction=args.direction,
+                                                         react=react_entry(settings)))
              for x in flows_values for p in ps for s in seeds]
     sweep = "fig12" + ("-quick" if args.quick else "") + ("-out" if args.direction == "out"
                                                            else "")
     stem = "fig12" if args.direction == "in" else "fig12_out"
     if not args.quick:  # other options than the defaults: files of their own
-        chosen, defaults = {"s": args.seeds, "e": args.epochs}, {"s": 10, "e": 100}
+        chosen = {"s": args.seeds, "e": args.epochs, "set-": settings_label(settings)}
+        defaults = {"s": 10, "e": 100, "set-": []}
         sweep, stem = variant_name(sweep, chosen, defaults), variant_name(stem, chosen, defaults)
     points = scenario_points(sweep, cases, react="both", warmup_epochs=warmup)
     out_dir, store = experiment_dirs(stem, quick=args.quick, out=args.out_dir,

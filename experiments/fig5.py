@@ -50,6 +50,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a file: make `experiments` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from react.argtypes import add_controller_settings, controller_settings, react_entry, settings_label
 from react.outdir import experiment_dirs, variant_name
 from react.store import ResultStore, RunRecord
 from react.sweep import DEFAULT_RUNNER, Point, code_version, execute
@@ -96,8 +97,10 @@ def congested_pairs(seed: int, x: int, rank_hosts: Sequence[str], all_hosts: Seq
 
 def scenario_doc(collective: str, pairs: Sequence[tuple[str, str]], p: int, *, seed: int,
                  hosts: Sequence[str], epochs: int = 100, message_bytes: float = 20e6,
-                 connections: int = 4, k: int = K, name: str = "fig5") -> dict[str, Any]:
-    """A scenario document (the TOML format of :mod:`react.scenario`) for one point."""
+                 connections: int = 4, k: int = K, name: str = "fig5",
+                 react: bool | Mapping[str, Any] = True) -> dict[str, Any]:
+    """A scenario document (the TOML format of :mod:`react.scenario`) for one point;
+    ``react`` is the job's ``react`` entry (a table: controller parameters)."""
     return {
         "name": name,
         "seed": seed,
@@ -110,7 +113,7 @@ def scenario_doc(collective: str, pairs: Sequence[tuple[str, str]], p: int, *, s
             "placement": list(hosts),
             "message_bytes": float(message_bytes),
             "epochs": epochs,
-            "react": True,
+            "react": react if isinstance(react, bool) else dict(react),
         }],
         "background": [{"kind": "long_lived", "src": s, "dst": d, "p": p}
                        for s, d in pairs if p > 0],
@@ -210,7 +213,10 @@ def random_hosts(seed: int, k: int = K, ranks: int = RANKS) -> list[str]:
 
 def fig5_points(collectives: Iterable[str], xs: Iterable[int], ps: Iterable[int],
                 scenarios: int, *, epochs: int, direction: str, sweep: str,
-                warmup: int = WARMUP, placement: str = "spread") -> list[Point]:
+                warmup: int = WARMUP, placement: str = "spread",
+                react_value: bool | Mapping[str, Any] = True) -> list[Point]:
+    """The off and on points of every scenario; ``react_value`` is the job's ``react`` entry
+    in the scenario (a table: controller parameters, ``--react-set``)."""
     all_hosts = [f"h{i}" for i in range(K ** 3 // 4)]
     points = []
     for coll in collectives:
@@ -220,7 +226,7 @@ def fig5_points(collectives: Iterable[str], xs: Iterable[int], ps: Iterable[int]
                     hosts = spread_hosts() if placement == "spread" else random_hosts(s)
                     pairs = congested_pairs(s, x, hosts, all_hosts, direction)
                     doc = scenario_doc(coll, pairs, p, seed=s, hosts=hosts, epochs=epochs,
-                                       name=sweep)
+                                       name=sweep, react=react_value)
                     params = {"collective": coll, "x": x, "p": p, "scenario": s,
                               "direction": direction}
                     if placement != "spread":  # (spread runs stored before this key existed)
@@ -335,7 +341,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "--quick a new temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--no-progress", action="store_true")
+    add_controller_settings(parser)
     args = parser.parse_args(argv)
+    settings = controller_settings(parser, args.react_set)
     warmup = WARMUP
     if args.quick:
         args.collectives, args.xs, args.ps, args.scenarios, args.epochs = ["tree"], [1, 4], [2], \
@@ -346,15 +354,17 @@ def main(argv: Sequence[str] | None = None) -> int:
              + ("-random" if args.placement == "random" else ""))
     if not args.quick:  # other options than the defaults: a file of their own
         sweep = variant_name(sweep, {"c": args.collectives, "x": args.xs, "p": args.ps,
-                                     "s": args.scenarios, "e": args.epochs},
+                                     "s": args.scenarios, "e": args.epochs,
+                                     "set-": settings_label(settings)},
                              {"c": list(COLLECTIVES), "x": [1, 2, 4, 8], "p": [1, 2, 4],
-                              "s": 10, "e": 100})
+                              "s": 10, "e": 100, "set-": []})
     args.out, store = experiment_dirs(sweep, quick=args.quick, out=args.out, store=args.store,
                                      default_out=RESULTS,
                                      default_store=RESULTS / f"{sweep}.sqlite")
     points = fig5_points(args.collectives, args.xs, args.ps, args.scenarios, epochs=args.epochs,
                          direction=args.direction, sweep=sweep, warmup=warmup,
-                         placement=args.placement)
+                         placement=args.placement,
+                         react_value=react_entry(settings))
     runs, timing = run_points(points, store, workers=args.workers,
                               progress=not args.no_progress)
     rows = sorted(paired_rows(runs), key=lambda r: (list(COLLECTIVES).index(r["collective"]),

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ import numpy as np
 
 from flowsim.routing import Router
 from flowsim.topologies import fat_tree
+from react.argtypes import add_controller_settings, controller_settings, react_entry, settings_label
 from react.controller import CONCURRENCY_MODES, ControllerConfig
 from react.outdir import experiment_dirs, variant_name
 from react.plots import run_and_plot
@@ -69,9 +70,10 @@ def candidate_links(seed: int, *, k: int = K) -> list[str]:
 
 def scenario(failed: int, capacity_gbps: float, seed: int, *, epochs: int,
              candidates: Sequence[str] | None = None,
-             concurrency: str = "") -> dict[str, Any]:
+             concurrency: str = "", settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One point: ``failed`` links drawn among the job's usable links, at ``capacity_gbps``;
-    ``concurrency`` is the controller's (react.controller.ControllerConfig; empty: its default)."""
+    ``concurrency`` is the controller's (react.controller.ControllerConfig; empty: its default),
+    ``settings`` more controller parameters (``--react-set``)."""
     links = list(candidates) if candidates is not None else candidate_links(seed)
     rng = np.random.default_rng([seed, failed])  # independent of the capacity
     chosen = [links[int(i)] for i in rng.choice(len(links), size=failed, replace=False)]
@@ -84,8 +86,9 @@ def scenario(failed: int, capacity_gbps: float, seed: int, *, epochs: int,
                   "placement": "spread", "message_bytes": 20e6, "epochs": epochs,
                   # The default as plain true, so that stored runs keep their keys; the other
                   # estimates as they were recorded, without the default's search slack.
-                  "react": True if concurrency in ("", DEFAULT_CONCURRENCY) else
-                  {"concurrency": concurrency, "search_slack": 0.0}}],
+                  "react": react_entry(dict(settings or {})) if concurrency in
+                  ("", DEFAULT_CONCURRENCY) else
+                  {"concurrency": concurrency, "search_slack": 0.0, **(settings or {})}}],
         "failures": [{"link": link, "capacity_bps": capacity_gbps * 1e9, "at_s": 0.0}
                      for link in chosen],
     }
@@ -114,7 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "step (step, the paper's), or the second checked by the first "
                              "(checked); the other two without search slack; "
                              "docs/deviations.md; not the default: files of their own")
+    add_controller_settings(parser)
     args = parser.parse_args(argv)
+    settings = controller_settings(parser, args.react_set)
 
     failed, caps, seeds, epochs, warmup = FAILED, CAPACITIES_GBPS, range(args.seeds), \
         args.epochs, 25
@@ -123,12 +128,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     candidates = {s: candidate_links(s) for s in seeds}
     cases = [({"failed_links": n, "capacity_gbps": c},
               scenario(n, c, s, epochs=epochs, candidates=candidates[s],
-                       concurrency=args.concurrency))
+                       concurrency=args.concurrency, settings=settings))
              for n in failed for c in caps for s in seeds]
     stem = "fig8" + ("-quick" if args.quick else "")
     if not args.quick:  # other options than the defaults: files of their own
-        stem = variant_name(stem, {"s": args.seeds, "e": args.epochs, "c": args.concurrency},
-                            {"s": 5, "e": 100, "c": DEFAULT_CONCURRENCY})
+        stem = variant_name(stem, {"s": args.seeds, "e": args.epochs, "c": args.concurrency,
+                                   "set-": settings_label(settings)},
+                            {"s": 5, "e": 100, "c": DEFAULT_CONCURRENCY, "set-": []})
     points = scenario_points(stem, cases, react="both", warmup_epochs=warmup)
     out_dir, store = experiment_dirs(stem, quick=args.quick, out=args.out_dir,
                                      store=args.store, default_out=RESULTS,

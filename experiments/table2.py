@@ -49,6 +49,7 @@ from experiments.fig5 import (
     scenario_doc,
     write_csv,
 )
+from react.argtypes import add_controller_settings, controller_settings, react_entry, settings_label
 from react.outdir import experiment_dirs, variant_name
 from react.sweep import Point
 
@@ -76,15 +77,17 @@ BACKGROUNDS = ("long_lived", "ping_pong")
 
 
 def table2_points(ranks: Sequence[int], ps: Sequence[int], allocations: int, *, epochs: int,
-                  message_bytes: float, sweep: str,
-                  background: str = "long_lived") -> list[Point]:
+                  message_bytes: float, sweep: str, background: str = "long_lived",
+                  react_value: bool | Mapping[str, Any] = True) -> list[Point]:
+    """The off and on points of every (ranks, p, allocation); ``react_value`` is the job's
+    ``react`` entry in the scenario (a table: controller parameters)."""
     points = []
     for n in ranks:
         for p in ps:
             for s in range(allocations):
                 hosts, src, dst = allocation(s, n)
                 doc = scenario_doc("tree", [(src, dst)], p, seed=s, hosts=hosts, epochs=epochs,
-                                   message_bytes=message_bytes, name=sweep)
+                                   message_bytes=message_bytes, name=sweep, react=react_value)
                 if background == "ping_pong":
                     for bg in doc["background"]:
                         bg.update(kind="ping_pong", size_bytes=PING_PONG_BYTES)
@@ -134,21 +137,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--no-progress", action="store_true")
+    add_controller_settings(parser)
     args = parser.parse_args(argv)
+    settings = controller_settings(parser, args.react_set)
     if args.quick:
         args.ranks, args.ps, args.allocations, args.epochs = [4], [0, 2], 1, 20
     sweep = "table2" + ("-quick" if args.quick else "")
     if not args.quick:  # other options than the defaults: files of their own
         sweep = variant_name(
             sweep, {"n": args.ranks, "p": args.ps, "a": args.allocations, "e": args.epochs,
-                    "m": args.message_bytes, "b": args.background},
-            {"n": [4, 8], "p": [0, 1, 2], "a": 5, "e": 1000, "m": 100e6, "b": "long_lived"})
+                    "m": args.message_bytes, "b": args.background,
+                    "set-": settings_label(settings)},
+            {"n": [4, 8], "p": [0, 1, 2], "a": 5, "e": 1000, "m": 100e6, "b": "long_lived",
+             "set-": []})
     args.out, store = experiment_dirs(sweep, quick=args.quick, out=args.out, store=args.store,
                                      default_out=RESULTS,
                                      default_store=RESULTS / f"{sweep}.sqlite")
     points = table2_points(args.ranks, args.ps, args.allocations, epochs=args.epochs,
                            message_bytes=args.message_bytes, sweep=sweep,
-                           background=args.background)
+                           background=args.background,
+                           react_value=react_entry(settings))
     runs, timing = run_points(points, store, workers=args.workers,
                               progress=not args.no_progress)
     rows = paired_rows(runs)

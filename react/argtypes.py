@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import tomllib
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 def positive_int(text: str) -> int:
@@ -25,3 +28,53 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
     return value
+
+
+def controller_setting(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE``: one controller parameter (:class:`react.controller.ControllerConfig`), the
+    value read as a TOML value (``0.1``, ``true``, ``"links"``) or else taken as a bare string."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(
+            f"expected KEY=VALUE with a controller parameter as KEY (e.g. "
+            f"unseen_pairs=links_least), got {text!r}")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return key, value
+
+
+def add_controller_settings(parser: argparse.ArgumentParser) -> None:
+    """The ``--react-set KEY=VALUE`` option of the experiments (repeatable)."""
+    parser.add_argument(
+        "--react-set", metavar="KEY=VALUE", action="append", type=controller_setting,
+        default=[], dest="react_set",
+        help="set a controller parameter of every REACT run (react.controller.ControllerConfig, "
+             "e.g. unseen_pairs=links_least; repeatable); the outputs' names then say so")
+
+
+def controller_settings(parser: argparse.ArgumentParser,
+                        settings: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    """``--react-set``'s values as a mapping, checked by building the controller's config
+    (a bad key or value ends the program with the config's error)."""
+    from react.controller import ControllerConfig
+    from react.errors import ReactError
+
+    values = dict(settings)
+    try:
+        ControllerConfig.from_mapping(values, where="--react-set")
+    except ReactError as exc:
+        parser.error(str(exc))
+    return values
+
+
+def react_entry(settings: Mapping[str, Any]) -> bool | dict[str, Any]:
+    """A scenario job's ``react`` value: ``true``, or with ``settings`` a table of them."""
+    return {"enabled": True, **settings} if settings else True
+
+
+def settings_label(settings: Mapping[str, Any]) -> list[str]:
+    """``settings`` as a list for :func:`react.outdir.variant_name` (``key-value-...``)."""
+    return [str(part) for key, value in settings.items() for part in (key, value)]

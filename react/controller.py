@@ -124,7 +124,9 @@ class ControllerConfig:
         Detection classes by degree and flow size (True) or, as Eq. 1, by degree alone.
     unseen_pairs : str
         How the estimate prices a never-observed (src, dst) pair: ``"links"`` (from its
-        endpoints' observed links, default) or ``"degree_median"`` (the paper's rule).
+        endpoints' observed links plus the mean path excess of the observed pairs, default),
+        ``"links_least"`` (the same with the least path excess observed) or
+        ``"degree_median"`` (the paper's rule).
     concurrency : str
         Which flows the estimate takes a flow to share its sender's and receiver's links with:
         ``"schedule"`` (default), those that overlap it in time, observed and, for a candidate,

@@ -20,7 +20,10 @@ degree, :func:`react.detect.flow_degrees`). Then, for a flow of a candidate patt
   plus the mean time per byte by which observed pairs exceeded what their links predict (what
   paths through the fabric add on average). A rank whose inbound link is congested therefore
   stays slow whichever rank sends to it, and moving the healthy end of a congested flow is not
-  mistaken for a gain;
+  mistaken for a gain. With ``unseen="links_least"`` the excess added is the least any observed
+  pair showed (never below 0) instead of the mean: an unseen pair's path is unknown, and the
+  mean is pulled up by the few observed paths that cross an ECMP collision or a slow link, which
+  made every swap that re-routes flows look worse than it was (docs/deviations.md);
 * with ``unseen="degree_median"`` (the paper's rule, and the fallback when neither endpoint's
   link is bounded): the median FCT per byte of the observed flows of the same degree,
   times its bytes ("the median completion time across all flows of same degree"); if no flow of
@@ -59,7 +62,7 @@ from react.detect import check_ran, flow_degrees
 from react.errors import ReactError
 from react.pattern import Flow, Pattern
 
-UNSEEN_RULES = ("links", "degree_median")
+UNSEEN_RULES = ("links", "links_least", "degree_median")
 """How :class:`FctModel` prices a never-observed (src, dst) pair (module docstring)."""
 
 CONCURRENCY_RULES = ("step", "schedule")
@@ -176,15 +179,16 @@ class FctModel:
         self._in_degraded: dict[int, float] = {}
         self._path_per_byte = 0.0
         self._pair_excess: dict[tuple[int, int], float] = {}
-        if unseen == "links":
-            self._fit_links(observations)
+        if unseen in ("links", "links_least"):
+            self._fit_links(observations, least=unseen == "links_least")
         self._memo: dict[tuple[object, float], dict[tuple[object, ...], float]] = {}
         # Candidates' schedules mostly keep a sender's (receiver's) flows at the same times: in
         # a 512-rank what-if, 4 of 5 groups priced were priced before.
         self._overlap_memo: dict[tuple[tuple[float, float], ...], tuple[float, ...]] = {}
 
-    def _fit_links(self, observations: Sequence[_Observation]) -> None:
-        """Each rank's outbound and inbound competing load, and the mean path excess.
+    def _fit_links(self, observations: Sequence[_Observation], *, least: bool = False) -> None:
+        """Each rank's outbound and inbound competing load, and the mean (``least``: the least,
+        at least 0) path excess of the observed pairs.
 
         A link of capacity ``C`` shared fairly by ``k`` of the job's flows and ``q`` competing
         ones gives each flow ``C / (k + q)``; so a flow's throughput ``b`` with ``k`` of the job's
@@ -232,7 +236,8 @@ class FctModel:
                     obs.fct_s / obs.size_bytes - 1.0 / rate)
         self._pair_excess = {pair: statistics.fmean(v) for pair, v in excess.items()}
         if excess:
-            self._path_per_byte = statistics.fmean(self._pair_excess.values())
+            self._path_per_byte = (max(0.0, min(self._pair_excess.values())) if least
+                                   else statistics.fmean(self._pair_excess.values()))
 
     def _degraded(self, readings: dict[int, list[tuple[float, float]]],
                   loads: dict[int, float]) -> dict[int, float]:

@@ -52,3 +52,25 @@ def test_fig12_quick_writes_plot_and_csv(tmp_path):
     # quick: x in {1, 2}, p = 2, one seed -> one row per x, each from one pair of runs
     assert [(r["x"], r["series"], r["runs"]) for r in rows] == [("1", "2", "1"), ("2", "2", "1")]
     assert all(float(r["mean_algbw_off_gbps"]) > 0 for r in rows)
+
+
+def test_fig12_react_set_reaches_the_controller(tmp_path):
+    # A trial needs an estimated gain of epsilon: at 0.99 nothing qualifies, so REACT changes
+    # nothing and every run with it equals its run without (the default gains in both points).
+    rows = {}
+    for name, extra in (("default", []), ("eps", ["--react-set", "epsilon=0.99"])):
+        assert fig12.main(["--quick", "--store", str(tmp_path / f"{name}.sqlite"),
+                           "--out-dir", str(tmp_path / name), *extra]) == 0
+        with open(tmp_path / name / "fig12.csv", newline="") as f:
+            rows[name] = list(csv.DictReader(f))
+    assert all(float(r["mean_gain"]) > 0.05 for r in rows["default"])
+    assert all(float(r["mean_gain"]) == 0.0 for r in rows["eps"])
+    doc = fig12.scenario(1, 2, seed=3, epochs=5, react={"enabled": True,
+                                                        "unseen_pairs": "links_least"})
+    assert parse_scenario(doc).job("tree").controller.unseen_pairs == "links_least"
+
+
+def test_fig12_react_set_rejects_an_unknown_parameter(capsys):
+    with pytest.raises(SystemExit):
+        fig12.main(["--quick", "--react-set", "unseen=links"])
+    assert "unknown parameter 'unseen'" in capsys.readouterr().err

@@ -163,3 +163,14 @@ def test_random_placement_draws_distinct_hosts_per_scenario():
                               placement="random")
     assert points[0].scenario["jobs"][0]["placement"] == a
     assert points[0].params["placement"] == "random"
+
+
+def test_controller_settings_reach_every_on_run_and_the_default_keeps_its_keys():
+    plain = fig5.fig5_points(["tree"], [1], [2], 2, epochs=10, direction="in", sweep="t")
+    assert all(p.scenario["jobs"][0]["react"] is True for p in plain)
+    table = {"enabled": True, "unseen_pairs": "links_least"}
+    points = fig5.fig5_points(["tree"], [1], [2], 2, epochs=10, direction="in", sweep="t",
+                              react_value=table)
+    assert all(p.scenario["jobs"][0]["react"] == table for p in points)
+    assert {parse_scenario(p.scenario).jobs[0].controller.unseen_pairs
+            for p in points} == {"links_least"}

@@ -93,3 +93,18 @@ def test_ping_pong_background_sends_1_gb_each_way_in_turn():
     assert len(ends) >= 4
     assert {(s, d) for _t, s, d in ends[:2]} == {(src, dst)}
     assert {(s, d) for _t, s, d in ends[2:4]} == {(dst, src)}
+
+
+def test_controller_settings_reach_every_run_and_the_default_keeps_its_keys():
+    # `--react-set`: the job's react entry becomes a table of the settings (a parameter the
+    # parsed scenario's controller then has); without settings it stays `true`, so the points,
+    # and the stored runs keyed by them, are those recorded before the option existed.
+    plain = table2.table2_points([4], [1], 2, epochs=10, message_bytes=1e6, sweep="t")
+    assert all(p.scenario["jobs"][0]["react"] is True for p in plain)
+    table = {"enabled": True, "unseen_pairs": "links_least"}
+    points = table2.table2_points([4], [1], 2, epochs=10, message_bytes=1e6, sweep="t",
+                                  react_value=table)
+    assert all(p.scenario["jobs"][0]["react"] == table for p in points)
+    assert {parse_scenario(p.scenario).jobs[0].controller.unseen_pairs
+            for p in points} == {"links_least"}
+    assert [p.key for p in points] != [p.key for p in plain]

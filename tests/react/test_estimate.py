@@ -115,6 +115,25 @@ def test_unseen_pair_pays_the_mean_path_excess():
     assert model.flow_fct(Flow(1, 0, 2, (0,)), 1, 1.0) == pytest.approx(3.0)
 
 
+def test_unseen_pair_pays_the_least_path_excess_with_links_least():
+    # The same observations: the least excess any pair showed is 0 (the seven pairs at rate 1),
+    # so the unseen 0 -> 3 is priced by its links alone; the seen 0 -> 2 still pays its own 2.
+    units = {(0, 1): 1.0, (0, 2): 3.0, (1, 0): 1.0, (1, 2): 1.0, (2, 0): 1.0, (2, 1): 1.0,
+             (3, 0): 1.0, (3, 1): 1.0}
+    model = links_model(units, unseen="links_least")
+    assert model.flow_fct(Flow(1, 0, 3, (0,)), 1, 1.0) == pytest.approx(1.0)
+    assert model.flow_fct(Flow(1, 0, 2, (0,)), 1, 1.0) == pytest.approx(3.0)
+    # A fabric-wide excess is kept. Ranks 0, 1 send to 2, 3 at 1.5 (1 -> 3 at 2.5) where their
+    # links, read from 0 -> 5, 1 -> 6, 7 -> 2 and 8 -> 3 at 1, allow 1; 5, 6, 7 and 8 have one
+    # pair each (their links are not rated, so those pairs show no excess). Excesses 0.5 x 3 and
+    # 1.5: least 0.5, mean 0.75. The unseen 8 -> 2 (2's inbound link at rate 1) costs 1 + 0.5.
+    units = {(0, 5): 1.0, (1, 6): 1.0, (7, 2): 1.0, (8, 3): 1.0,
+             (0, 2): 1.5, (0, 3): 1.5, (1, 2): 1.5, (1, 3): 2.5}
+    assert links_model(units, unseen="links_least").flow_fct(
+        Flow(1, 8, 2, (0,)), 1, 1.0) == pytest.approx(1.5)
+    assert links_model(units).flow_fct(Flow(1, 8, 2, (0,)), 1, 1.0) == pytest.approx(1.75)
+
+
 def test_unknown_unseen_rule_is_an_error():
     with pytest.raises(ReactError, match="unseen must be one of .*'mean'"):
         links_model(CONGESTED_INTO_2, unseen="mean")

@@ -122,3 +122,18 @@ def test_python_dash_m_react_runs():
     done = subprocess.run([sys.executable, "-m", "react", "patterns"], capture_output=True,
                           text=True, check=False)
     assert done.returncode == 0 and "allreduce_ring" in done.stdout
+
+
+def test_controller_setting_reads_toml_values_and_bare_strings():
+    import argparse
+
+    from react.argtypes import controller_setting
+
+    assert controller_setting("epsilon=0.1") == ("epsilon", 0.1)
+    assert controller_setting("trials=20") == ("trials", 20)
+    assert controller_setting("size_aware_detection=false") == ("size_aware_detection", False)
+    assert controller_setting('unseen_pairs="links"') == ("unseen_pairs", "links")
+    assert controller_setting("unseen_pairs=links_least") == ("unseen_pairs", "links_least")
+    for bad in ("epsilon", "=0.1", "two words=1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="KEY=VALUE"):
+            controller_setting(bad)
