@@ -24,12 +24,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from react.argtypes import add_controller_settings, controller_settings, react_entry, settings_label
 from react.outdir import experiment_dirs, variant_name
 from react.plots import run_and_plot
 from react.sweep import scenario_points
@@ -45,11 +46,12 @@ HOSTS = 16
 REACT_ON = ("both", "tree", "ring")
 
 
-def scenario(overlap: int, seed: int, *, epochs: int, react_on: str = "both") -> dict[str, Any]:
+def scenario(overlap: int, seed: int, *, epochs: int, react_on: str = "both",
+             settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One point: job 2 shares ``overlap`` random servers of job 1, ranks in random order.
 
     ``react_on`` says which jobs' scenario entries have REACT on (runs forced on or off for
-    every job ignore it).
+    every job ignore it); ``settings``: controller parameters of both jobs (``--react-set``).
     """
     if react_on not in REACT_ON:
         raise ValueError(f"react_on = {react_on!r}: expected one of {', '.join(REACT_ON)}")
@@ -70,10 +72,11 @@ def scenario(overlap: int, seed: int, *, epochs: int, react_on: str = "both") ->
         "sim": {"after_epochs": "continue"},
         "jobs": [
             {**job, "name": "tree", "collective": "allreduce_double_binary_tree",
-             "placement": tree_hosts, "react": react_on in ("both", "tree")},
+             "placement": tree_hosts,
+             "react": react_entry(settings or {}, react_on in ("both", "tree"))},
             {**job, "name": "ring", "collective": "allreduce_ring", "placement": ring_hosts,
              "seed": seed + 1000,  # its own per-epoch and controller randomness
-             "react": react_on in ("both", "ring")},
+             "react": react_entry(settings or {}, react_on in ("both", "ring"))},
         ],
     }
 
@@ -97,17 +100,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--react-on", choices=REACT_ON, default="both",
                         help="the jobs REACT runs on, against REACT on neither (default both; "
                              "tree or ring: that job alone, files fig6_rtree/_rring)")
+    add_controller_settings(parser)
     args = parser.parse_args(argv)
+    settings = controller_settings(parser, args.react_set)
 
     overlaps, seeds, epochs, warmup = OVERLAPS, range(args.seeds), args.epochs, 25
     if args.quick:
         overlaps, seeds, epochs, warmup = (2,), range(1), 8, 2
-    cases = [({"overlapping_nodes": o}, scenario(o, s, epochs=epochs, react_on=args.react_on))
+    cases = [({"overlapping_nodes": o}, scenario(o, s, epochs=epochs, react_on=args.react_on,
+                                                     settings=settings))
              for o in overlaps for s in seeds]
     stem = "fig6" + ("-quick" if args.quick else "")
     if not args.quick:  # other options than the defaults: files of their own
-        stem = variant_name(stem, {"s": args.seeds, "e": args.epochs, "r": args.react_on},
-                            {"s": 5, "e": 100, "r": "both"})
+        stem = variant_name(stem, {"s": args.seeds, "e": args.epochs, "r": args.react_on,
+                                   "set-": settings_label(settings)},
+                            {"s": 5, "e": 100, "r": "both", "set-": []})
     if args.react_on == "both":
         points = scenario_points(stem, cases, react="both", warmup_epochs=warmup)
         labels = {"on": "REACT on both"}

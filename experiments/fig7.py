@@ -24,12 +24,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from react.argtypes import add_controller_settings, controller_settings, react_entry, settings_label
 from react.outdir import experiment_dirs, variant_name
 from react.plots import run_and_plot
 from react.sweep import scenario_points
@@ -46,8 +47,10 @@ TORS, PER_TOR = 48, 15
 RACKS_USED = 4
 
 
-def scenario(case: str, seed: int, *, epochs: int) -> dict[str, Any]:
-    """One point: both jobs on the same 4 random racks, 2 servers each per rack, disjoint."""
+def scenario(case: str, seed: int, *, epochs: int,
+             settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One point: both jobs on the same 4 random racks, 2 servers each per rack, disjoint;
+    ``settings``: controller parameters of both jobs (``--react-set``)."""
     rng = np.random.default_rng(seed)  # the same placement for (a) and (b)
     racks = rng.choice(TORS, size=RACKS_USED, replace=False)
     per_job = RANKS // RACKS_USED
@@ -63,7 +66,8 @@ def scenario(case: str, seed: int, *, epochs: int) -> dict[str, Any]:
         jobs.append({"name": f"job{j + 1}", "collective": collective, "ranks": RANKS,
                      "placement": placement, "message_bytes": 20e6, "epochs": epochs,
                      "seed": seed + 1000 * j,
-                     "react": j == 0})  # as the scenario says: REACT on job 1 only
+                     # as the scenario says: REACT on job 1 only
+                     "react": react_entry(settings or {}, j == 0)})
     return {
         "name": f"fig7-{case[0]}-s{seed}",
         "seed": seed,
@@ -92,15 +96,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "asked; with --quick a new "
                              "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    add_controller_settings(parser)
     args = parser.parse_args(argv)
+    settings = controller_settings(parser, args.react_set)
 
     cases_used, seeds, epochs, warmup = list(CASES), range(args.seeds), args.epochs, 25
     if args.quick:
         cases_used, seeds, epochs, warmup = cases_used[:1], range(1), 8, 2
-    cases = [({"case": c}, scenario(c, s, epochs=epochs)) for c in cases_used for s in seeds]
+    cases = [({"case": c}, scenario(c, s, epochs=epochs, settings=settings))
+             for c in cases_used for s in seeds]
     sweep = "fig7" + ("-quick" if args.quick else "")
     if not args.quick:  # other options than the defaults: files of their own
-        sweep = variant_name(sweep, {"s": args.seeds, "e": args.epochs}, {"s": 3, "e": 100})
+        sweep = variant_name(sweep, {"s": args.seeds, "e": args.epochs,
+                                     "set-": settings_label(settings)},
+                             {"s": 3, "e": 100, "set-": []})
     # "both": REACT off / on for every job; "scenario": on for job 1 only (the same off run)
     points = (scenario_points(sweep, cases, react="both", warmup_epochs=warmup)
               + scenario_points(sweep, cases, react="scenario", warmup_epochs=warmup))

@@ -70,9 +70,10 @@ def controller_settings(parser: argparse.ArgumentParser,
     return values
 
 
-def react_entry(settings: Mapping[str, Any]) -> bool | dict[str, Any]:
-    """A scenario job's ``react`` value: ``true``, or with ``settings`` a table of them."""
-    return {"enabled": True, **settings} if settings else True
+def react_entry(settings: Mapping[str, Any], enabled: bool = True) -> bool | dict[str, Any]:
+    """A scenario job's ``react`` value: ``enabled``, or with ``settings`` a table of them (also
+    when not enabled: a run that forces REACT on for every job then uses them)."""
+    return {"enabled": enabled, **settings} if settings else enabled
 
 
 def settings_label(settings: Mapping[str, Any]) -> list[str]:

@@ -62,3 +62,14 @@ def test_fig6_react_on_tree_quick_run_compares_against_the_same_baseline(tmp_pat
                                                             ("tree", "scenario")]
     with pytest.raises(SystemExit):
         fig6.main(["--quick", "--react-on", "neither"])
+
+
+@pytest.mark.parametrize("react_on, enabled", [("both", [True, True]), ("tree", [True, False]),
+                                               ("ring", [False, True])])
+def test_fig6_controller_settings_apply_to_both_jobs(react_on, enabled):
+    plain = fig6.scenario(2, 0, epochs=5, react_on=react_on)
+    assert [j["react"] for j in plain["jobs"]] == enabled
+    doc = fig6.scenario(2, 0, epochs=5, react_on=react_on, settings={"epsilon": 0.2})
+    jobs = parse_scenario(doc).jobs
+    assert [j.react for j in jobs] == enabled
+    assert [j.controller.epsilon for j in jobs] == [0.2, 0.2]

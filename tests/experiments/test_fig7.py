@@ -46,3 +46,12 @@ def test_fig7_quick_writes_plot_and_csv(tmp_path):
     # both jobs, REACT on job 1 only ("scenario") and on both ("on"), against one baseline
     assert sorted((r["job"], r["react"]) for r in rows) == [
         ("job1", "on"), ("job1", "scenario"), ("job2", "on"), ("job2", "scenario")]
+
+
+def test_fig7_controller_settings_apply_to_both_jobs_and_keep_job_2_off():
+    assert [j["react"] for j in fig7.scenario("a: ring + ring", 0, epochs=5)["jobs"]] == [True,
+                                                                                         False]
+    doc = fig7.scenario("a: ring + ring", 0, epochs=5, settings={"unseen_pairs": "links_least"})
+    jobs = parse_scenario(doc).jobs
+    assert [j.react for j in jobs] == [True, False]
+    assert [j.controller.unseen_pairs for j in jobs] == ["links_least", "links_least"]
