@@ -10,7 +10,9 @@ One step of the loop (§5.4.1, §5.4.2):
 1. If the last decision put a new pattern on trial, compare its observed mean collective time
    ``T1`` with the time ``T0`` of the pattern it came from. Keep it only if
    ``T1 * (1 + tau_r) <= T0`` (each change must earn at least ``tau_r``); otherwise revert to the
-   old pattern and remember the swaps as failed *for that pattern and that congestion picture*.
+   old pattern and remember the swaps as failed *for that pattern and that congestion picture*
+   (with ``failure_memory = "combinations"``: the pattern tried, and a swap only once it failed
+   alone or twice).
    The reverted pattern runs one batch before the next exploration, so every trial is judged
    against a fresh measurement of its base.
 2. Explore: detect congested flows (:mod:`react.detect`, classes by degree and flow size);
@@ -60,7 +62,7 @@ in it are choices where the paper is silent.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal
@@ -82,6 +84,9 @@ re-measured first; it remains a valid action so that decision logs of earlier ve
 
 CONCURRENCY_MODES = (*CONCURRENCY_RULES, "checked")
 """The controller's ``concurrency`` choices: the estimate's two rules, or both (a check)."""
+
+FAILURE_MEMORIES = ("swaps", "combinations")
+"""What a failed trial excludes under its congestion picture (``ControllerConfig``)."""
 
 End = tuple[int, str]
 """A congested end: ``(rank, "in")`` for a rank's inbound side, ``(rank, "out")`` for outbound."""
@@ -135,6 +140,12 @@ class ControllerConfig:
         steps that run at once); or ``"checked"``: search with the step degrees and try the best
         pattern only if the overlap estimate also gives it ``epsilon`` (docs/deviations.md
         compares the three).
+    failure_memory : str
+        What a failed trial excludes from later explorations of its base pattern under the same
+        congestion picture: ``"swaps"`` (default) each of its swaps; ``"combinations"`` the
+        pattern it tried (whatever swaps lead there), and a swap on its own only once it failed
+        alone or was part of two failed trials, so that one bad partner in a combination does
+        not rule out a swap that pays alone, and still no swap is tried more than twice.
     search_width : int
         Patterns kept at each depth of the exploration's beam search (4): at each depth ``Kt``
         single swaps of congested ranks are estimated, split over the beam's patterns, and
@@ -172,6 +183,7 @@ class ControllerConfig:
     size_aware_detection: bool = True
     unseen_pairs: str = "links"
     concurrency: str = "schedule"
+    failure_memory: str = "swaps"
     search_width: int = 4
     search_slack: float = 0.03
     reexplore_epochs: int = 30
@@ -216,6 +228,11 @@ class ControllerConfig:
             raise ConfigError(
                 f"ControllerConfig: unseen_pairs must be one of {list(UNSEEN_RULES)}, got "
                 f"{self.unseen_pairs!r}"
+            )
+        if self.failure_memory not in FAILURE_MEMORIES:
+            raise ConfigError(
+                f"ControllerConfig: failure_memory must be one of {list(FAILURE_MEMORIES)}, got "
+                f"{self.failure_memory!r}"
             )
         if self.history_epochs < 2 * self.batch_epochs:
             raise ConfigError(
@@ -335,7 +352,9 @@ class Controller:
         self._replays = ReplayCache(4 * self._SPACES_CACHED)
         self._space(pattern, check=True)
         self._trial: _Trial | None = None
-        self._failed: dict[tuple[Flow, ...], list[tuple[frozenset[End], frozenset[Swap]]]] = {}
+        # Per base pattern: (picture, swaps, flows of the pattern tried) of each failed trial.
+        self._failed: dict[tuple[Flow, ...],
+                           list[tuple[frozenset[End], frozenset[Swap], tuple[Flow, ...]]]] = {}
         self._excluded: set[int] = set()
         self._explorations = 0
         self._fruitless = 0
@@ -365,8 +384,8 @@ class Controller:
             observed_gain = trial.base_time_s / mean_time - 1.0
             what = ", ".join(s.describe() for s in trial.swaps)
             if mean_time * (1.0 + cfg.revert_threshold) > trial.base_time_s:
-                self._remember_failure(trial)
                 tried = self.pattern
+                self._remember_failure(trial, tried)
                 self._round.append((mean_time, tried, trial.swaps))
                 self.pattern = trial.base_pattern
                 notes.append(
@@ -521,16 +540,24 @@ class Controller:
                     "when it settled")
         return None
 
-    def _remember_failure(self, trial: _Trial) -> None:
+    def _remember_failure(self, trial: _Trial, tried: Pattern) -> None:
         failures = self._failed.setdefault(trial.base_pattern.flows, [])
-        failures.append((trial.picture, frozenset(trial.swaps)))
+        failures.append((trial.picture, frozenset(trial.swaps), tried.flows))
         del failures[:-self._FAILURES_PER_PATTERN]
 
-    def _failed_under(self, pattern: Pattern, picture: frozenset[End]) -> set[Swap]:
-        """Swaps that failed on ``pattern`` under a picture the same as ``picture``."""
+    def _failed_under(self, pattern: Pattern, picture: frozenset[End]
+                      ) -> tuple[set[Swap], set[tuple[Flow, ...]]]:
+        """What failed trials on ``pattern`` under a picture the same as ``picture`` exclude:
+        swaps, and (``failure_memory = "combinations"``) the patterns they tried."""
         overlap = self.config.picture_overlap
-        return {swap for seen, swaps in self._failed.get(pattern.flows, ())
-                if _same_picture(seen, picture, overlap) for swap in swaps}
+        failures = [(swaps, tried) for seen, swaps, tried in self._failed.get(pattern.flows, ())
+                    if _same_picture(seen, picture, overlap)]
+        if self.config.failure_memory == "swaps":
+            return {swap for swaps, _tried in failures for swap in swaps}, set()
+        strikes: Counter[Swap] = Counter(swap for swaps, _tried in failures for swap in swaps)
+        alone = {swap for swaps, _tried in failures if len(swaps) == 1 for swap in swaps}
+        return ({swap for swap, n in strikes.items() if n >= 2} | alone,
+                {tried for _swaps, tried in failures})
 
     def swap_space(self, pattern: Pattern) -> SwapSpace:
         """The (cached) swap space of ``pattern``; its ``build_all()`` precomputes all ranks."""
@@ -573,11 +600,11 @@ class Controller:
         message = batch[0].message_bytes
         before = _estimated_time(model, pattern, message)
         blocked = self._excluded | report.steady_inbound | report.steady_outbound
-        failed = self._failed_under(pattern, _picture(pattern, report))
+        failed, failed_patterns = self._failed_under(pattern, _picture(pattern, report))
         steady = report.steady_inbound | report.steady_outbound
         start = _Path(before, pattern, (), frozenset(), frozenset())
         best, beam, trials = start, [start], 0
-        seen = {pattern.flows}
+        seen = {pattern.flows, *failed_patterns}
         for _level in range(cfg.max_accepted):
             children: list[_Path] = []
             share = -(-budget // len(beam))  # Kt estimates per level, split over the beam

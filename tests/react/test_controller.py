@@ -9,6 +9,7 @@ from react.backends.sim import SimBackend
 from react.controller import ConfigError, Controller, ControllerConfig
 from react.errors import ReactError
 from react.patterns import allreduce_double_binary_tree
+from react.swapspace import SwapSpace
 
 
 def batch(pattern, into=3, p=2, epochs=6):
@@ -42,6 +43,7 @@ def test_config_defaults_are_table_3():
         ({"search_width": 0}, "search_width must be >= 1, got 0"),
         ({"size_aware_detection": 1}, "size_aware_detection must be true or false"),
         ({"history_epochs": 10}, r"history_epochs \(10\) must hold at least two batches"),
+        ({"failure_memory": "trials"}, "failure_memory must be one of .*'combinations'.*'trials'"),
     ],
 )
 def test_config_rejects_bad_values(values, message):
@@ -199,3 +201,26 @@ def test_same_seed_same_decisions():
     a = Controller(tree, ControllerConfig(seed=7)).observe(observed)
     b = Controller(tree, ControllerConfig(seed=7)).observe(observed)
     assert (a.swaps, a.reason) == (b.swaps, b.reason)
+
+
+@pytest.mark.parametrize("memory", ["swaps", "combinations"])
+def test_failure_memory_excludes_swaps_or_what_the_failed_trials_tried(memory):
+    # Failed trials on the tree under picture P: {A, B}, {A, C}, {D}; under another picture
+    # {E}. "swaps": A, B, C and D are excluded. "combinations": the three patterns tried under P,
+    # and alone only A (in two failed trials) and D (failed alone): B and C may still be tried
+    # alone or with others; E belongs to another picture either way.
+    tree = allreduce_double_binary_tree(8)
+    swaps = [s for s in SwapSpace(tree).swaps_for(3) if s.x < s.y][:5]
+    a, b, c, d, e = swaps
+    picture, other = frozenset({(3, "in")}), frozenset({(6, "out")})
+    tried = {k: k.apply(tree).flows for k in swaps}
+    ctl = Controller(tree, ControllerConfig(failure_memory=memory))
+    ctl._failed[tree.flows] = [
+        (picture, frozenset({a, b}), tried[a]), (picture, frozenset({a, c}), tried[c]),
+        (picture, frozenset({d}), tried[d]), (other, frozenset({e}), tried[e]),
+    ]
+    excluded, patterns = ctl._failed_under(tree, picture)
+    if memory == "swaps":
+        assert excluded == {a, b, c, d} and patterns == set()
+    else:
+        assert excluded == {a, d} and patterns == {tried[a], tried[c], tried[d]}

@@ -27,12 +27,12 @@ from react.swapspace import SwapSpace
 MESSAGE = 20e6
 
 
-def star_run(pattern, into, p, epochs, react):
+def star_run(pattern, into, p, epochs, react, **config):
     net = Network(star(16))
     hosts = [f"h{i}" for i in range(8)]
     for port in range(p):
         long_lived(net, "h8", hosts[into], port=port)
-    controller = Controller(pattern, ControllerConfig(seed=0)) if react else None
+    controller = Controller(pattern, ControllerConfig(seed=0, **config)) if react else None
     backend = SimBackend(net, hosts, MESSAGE, connections=1, seed=0)
     return run_jobs([Job("t", backend, pattern, epochs, controller)])["t"]
 
@@ -115,12 +115,13 @@ def test_react_reaches_most_of_the_best_single_swaps_over_all_ranks():
     assert np.mean(react_gains) >= 0.8 * np.mean(best_gains)
 
 
-def test_stationary_congestion_settles():
+@pytest.mark.parametrize("memory", ["swaps", "combinations"])
+def test_stationary_congestion_settles(memory):
     # 1,000 epochs, p=2 into rank 0 (the case that used to retry 13 swaps 65 times): no swap is
     # tried more than twice, and the change rate is within 2x the paper's (41 per 5,000 epochs,
     # so at most 82 / 5 = 16 per 1,000).
     tree = allreduce_double_binary_tree(8)
-    react = star_run(tree, 0, 2, 1000, True)
+    react = star_run(tree, 0, 2, 1000, True, failure_memory=memory)
     tries = Counter(s for d in react.decisions if d.action == "try" for s in d.swaps)
     assert max(tries.values(), default=0) <= 2
     patterns = react.patterns
