@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import math
 import statistics
-from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -141,8 +140,6 @@ class FctModel:
 
     _SCHEDULE_PASSES = 4
     """Rounds of pricing flows at the overlaps of the previous round's schedule."""
-    _OVERLAP_MEMO_MAX = 100_000
-    """Groups kept by the overlap memo before it starts afresh (tens of MB at most)."""
 
     def __init__(self, observations: Sequence[_Observation], *, unseen: str = "links",
                  concurrency: str = "step") -> None:
@@ -179,9 +176,6 @@ class FctModel:
         if unseen == "links":
             self._fit_links(observations)
         self._memo: dict[tuple[object, float], dict[tuple[object, ...], float]] = {}
-        # Candidates' schedules mostly keep a sender's (receiver's) flows at the same times: in
-        # a 512-rank what-if, 4 of 5 groups priced were priced before.
-        self._overlap_memo: dict[tuple[tuple[float, float], ...], tuple[float, ...]] = {}
 
     def _fit_links(self, observations: Sequence[_Observation]) -> None:
         """Each rank's outbound and inbound competing load, and the mean path excess.
@@ -326,108 +320,162 @@ class FctModel:
         # A flow's bytes depend on its chunks, the chunks' fractions and the message.
         memo = self._memo.setdefault((pattern.chunks, message_bytes), {})
         step_sides = _side_degrees(pattern)
+        # Each flow's memo of FCTs by its (out, in) sharing, found once for all the rounds.
         classes = [max(o, i) for o, i in step_sides]  # flow_degrees' class
+        priced = [memo.setdefault((f.src, f.dst, f.chunks, degree), {})
+                  for f, degree in zip(pattern.flows, classes, strict=True)]
         sides: list[tuple[float, float]] = list(step_sides)
-        fcts = self._priced(pattern, message_bytes, sides, classes, memo)
+        fcts = [self._priced(pattern, message_bytes, f, degree, side, known)
+                for f, degree, side, known in zip(pattern.flows, classes, sides, priced,
+                                                  strict=True)]
         if self._concurrency == "schedule":
-            live = [pattern.flow_bytes(f, message_bytes) > 0 for f in pattern.flows]
+            carries = {c: pattern.flow_bytes(f, message_bytes) > 0
+                       for f in pattern.flows for c in (f.chunks,)}
+            groups = _SharingGroups(pattern, [carries[f.chunks] for f in pattern.flows])
             for _round in range(self._SCHEDULE_PASSES):
                 start, end = schedule(pattern, fcts)
-                if len(self._overlap_memo) > self._OVERLAP_MEMO_MAX:
-                    self._overlap_memo.clear()
-                overlap = [(round(o, 2), round(i, 2)) for o, i in
-                           _overlap_sharing(pattern, start.tolist(), end.tolist(), live,
-                                            self._overlap_memo)]
-                if overlap == sides:  # a fixed point (to 1%): the same sharing, the same FCTs
+                overlap = list(zip(*groups.rounded_sharing(start, end), strict=True))
+                # A fixed point (to 1%): the same sharing, the same FCTs. Only the flows whose
+                # sharing changed are priced again.
+                changed = [i for i, (new, old) in enumerate(zip(overlap, sides, strict=True))
+                           if new != old]
+                if not changed:
                     break
                 sides = overlap
-                fcts = self._priced(pattern, message_bytes, sides, classes, memo)
-        return fcts
-
-    def _priced(self, pattern: Pattern, message_bytes: float,
-                sides: Sequence[tuple[float, float]], classes: Sequence[int],
-                memo: dict[tuple[object, ...], float]) -> np.ndarray:
-        """Each flow's FCT when it shares its sender's and receiver's links as ``sides`` say."""
-        fcts = []
-        for f, (out_degree, in_degree), degree in zip(pattern.flows, sides, classes,
-                                                      strict=True):
-            key = (f.src, f.dst, f.chunks, degree, out_degree, in_degree)
-            fct = memo.get(key)
-            if fct is None:
-                fct = memo[key] = self.flow_fct(
-                    f, degree, pattern.flow_bytes(f, message_bytes),
-                    out_degree=out_degree, in_degree=in_degree,
-                    share=max(out_degree, in_degree),
-                )
-            fcts.append(fct)
+                for i in changed:
+                    fcts[i] = self._priced(pattern, message_bytes, pattern.flows[i], classes[i],
+                                           sides[i], priced[i])
         return np.array(fcts)
+
+    def _priced(self, pattern: Pattern, message_bytes: float, flow: Flow, degree: int,
+                side: tuple[float, float], known: dict[tuple[float, float], float]) -> float:
+        """The FCT of ``flow`` when it shares its sender's and receiver's links as ``side``
+        says; ``known`` keeps them by ``side`` for flows of the same ends, chunks and degree."""
+        fct = known.get(side)
+        if fct is None:
+            out_degree, in_degree = side
+            fct = known[side] = self.flow_fct(
+                flow, degree, pattern.flow_bytes(flow, message_bytes), out_degree=out_degree,
+                in_degree=in_degree, share=max(out_degree, in_degree))
+        return fct
 
 
 def _overlap_sharing(pattern: Pattern, start: Sequence[float], end: Sequence[float],
-                     live: Sequence[bool],
-                     memo: dict[tuple[tuple[float, float], ...], tuple[float, ...]] | None = None,
-                     ) -> list[tuple[float, float]]:
+                     live: Sequence[bool]) -> list[tuple[float, float]]:
     """For each flow: among how many flows its sender's and its receiver's link were divided.
 
     A link shared fairly by ``k(t)`` flows gives each ``C / k(t)``, so over a flow's run its
     mean rate is ``C`` times the time-average of ``1 / k(t)``; the flow's *effective* sharing is
     the inverse of that average (1 alone, 2 with another flow throughout, 4/3 with another for
     half its time). ``k(t)`` counts the ``live`` flows out of the same sender (into the same
-    receiver) running at ``t``; a flow of zero duration gets its instant's count. ``memo``
-    keeps each group's result by its flows' (start, end) times.
+    receiver) running at ``t``; a flow of zero duration gets its instant's count.
     """
-    n = len(pattern.flows)
-    outs: dict[int, list[int]] = {}
-    ins: dict[int, list[int]] = {}
-    for i, f in enumerate(pattern.flows):
-        if live[i]:
-            outs.setdefault(f.src, []).append(i)
-            ins.setdefault(f.dst, []).append(i)
-    sender = [1.0] * n
-    receiver = [1.0] * n
-    for groups, shares in ((outs, sender), (ins, receiver)):
-        for group in groups.values():
-            if len(group) < 2:
-                continue
-            spans = tuple((start[j], end[j]) for j in group)
-            got = None if memo is None else memo.get(spans)
-            if got is None:
-                got = _group_sharing(spans)
-                if memo is not None:
-                    memo[spans] = got
-            for j, x in zip(group, got, strict=True):
-                shares[j] = x
-    return list(zip(sender, receiver, strict=True))
+    sender, receiver = _SharingGroups(pattern, live).sharing(
+        np.asarray(start, dtype=np.float64), np.asarray(end, dtype=np.float64))
+    return list(zip(sender.tolist(), receiver.tolist(), strict=True))
+
+
+class _SharingGroups:
+    """The groups of :func:`_overlap_sharing` of one pattern, found once for all its rounds.
+
+    The flows out of one sender (into one receiver) form a group; the groups of one size are
+    solved together as the rows of one array (:func:`_group_sharing_rows`).
+    """
+
+    def __init__(self, pattern: Pattern, live: Sequence[bool]) -> None:
+        outs: dict[int, list[int]] = {}
+        ins: dict[int, list[int]] = {}
+        for i, f in enumerate(pattern.flows):
+            if live[i]:
+                outs.setdefault(f.src, []).append(i)
+                ins.setdefault(f.dst, []).append(i)
+        n = len(pattern.flows)
+        # Per group size: the members' flow indices (one row per group), and where each
+        # member's result goes in the (sender, receiver) results laid end to end.
+        by_size: dict[int, tuple[list[list[int]], list[list[int]]]] = {}
+        for offset, groups in ((0, outs), (n, ins)):
+            for group in groups.values():
+                if len(group) >= 2:
+                    rows, targets = by_size.setdefault(len(group), ([], []))
+                    rows.append(group)
+                    targets.append([offset + j for j in group])
+        self._n = n
+        self._rows = [(np.array(rows, dtype=np.intp), np.array(targets, dtype=np.intp))
+                      for _size, (rows, targets) in sorted(by_size.items())]
+
+    def sharing(self, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each flow's (sender, receiver) effective sharing, 1.0 outside a group."""
+        out = np.ones(2 * self._n)
+        for members, targets in self._rows:
+            out[targets] = _group_sharing_rows(start[members], end[members])
+        return out[:self._n], out[self._n:]
+
+    def rounded_sharing(self, start: np.ndarray,
+                        end: np.ndarray) -> tuple[list[float], list[float]]:
+        """:meth:`sharing` with each value as ``round(x, 2)`` gives it (to 1%)."""
+        sender, receiver = self.sharing(start, end)
+        return _round2(sender), _round2(receiver)
+
+
+def _group_sharing_rows(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The effective sharing of each flow of each group (one group of ``(start, end)`` per row).
+
+    Over a group's elementary intervals (between consecutive starts and ends), the flows running
+    at an interval's midpoint are counted once for the whole group; a flow adds up ``length /
+    k`` over the intervals of its run, in time order, ``k`` being itself and the others running
+    (a flow that starts exactly when this one ends does not run alongside it). A repeated cut
+    makes an interval of length 0, which adds 0.0: the sums are those over distinct cuts.
+    """
+    cuts = np.sort(np.concatenate((start, end), axis=1), axis=1)
+    low, high = cuts[:, :-1], cuts[:, 1:]
+    mid = 0.5 * (low + high)  # (groups, intervals)
+    # Flows with start <= mid < end: those started by then less those ended (end >= start).
+    running = ((start[:, None, :] <= mid[:, :, None]).sum(axis=2)
+               - (end[:, None, :] <= mid[:, :, None]).sum(axis=2))
+    s, e = start[:, :, None], end[:, :, None]  # (groups, flows, 1)
+    mid3 = mid[:, None, :]
+    k = 1 + running[:, None, :] - ((s <= mid3) & (mid3 < e))
+    # A midpoint that rounds onto a flow's end: the flows starting there are not alongside it.
+    starting_at_end = ((start[:, None, :] == e) & (e < end[:, None, :])).sum(axis=2)
+    k -= (mid3 == e) * starting_at_end[:, :, None]
+    inside = (s <= low[:, None, :]) & (low[:, None, :] < e)
+    terms = np.where(inside, (high - low)[:, None, :] / np.where(inside, k, 1), 0.0)
+    inverse = np.zeros(start.shape)
+    for m in range(terms.shape[2]):  # in time order, as a running sum
+        inverse += terms[:, :, m]
+    timed = end > start
+    # An instant: the other flows running then.
+    instant = 1.0 + ((start[:, None, :] < e) & (end[:, None, :] > s)).sum(axis=2)
+    return np.where(timed, (end - start) / np.where(timed, inverse, 1.0), instant)
 
 
 def _group_sharing(spans: Sequence[tuple[float, float]]) -> tuple[float, ...]:
-    """The effective sharing of each of a group's flows (``(start, end)`` each), in order.
+    """The effective sharing of each of one group's flows (``(start, end)`` each), in order."""
+    times = np.array(spans, dtype=np.float64).reshape(-1, 2)
+    return tuple(_group_sharing_rows(times[None, :, 0], times[None, :, 1])[0].tolist())
 
-    Over the group's elementary intervals (between consecutive distinct starts and ends), the
-    flows running at an interval's midpoint are counted once for the whole group; a flow adds up
-    ``length / k`` over the intervals of its run, ``k`` being itself and the others running (a
-    flow that starts exactly when this one ends does not run alongside it).
+
+_ROUND2_EXACT_BELOW = 1e6
+"""Below it, ``x * 100`` is within 1.2e-8 of its exact value: ``rint`` then rounds it as
+``round`` rounds the exact value, unless it lies within 1e-6 of a half (then ``round`` is used)."""
+
+
+def _round2(values: np.ndarray) -> list[float]:
+    """``[round(x, 2) for x in values]``, the same floats, mostly without a call per value.
+
+    ``round(x, 2)`` is the float nearest to ``K / 100``, ``K`` the exact ``100 x`` rounded
+    half to even; ``rint(100 x) / 100`` is the same float when ``100 x`` computed in floats
+    rounds to the same ``K`` (it does unless it lies next to a half) and ``K / 100`` is divided
+    correctly rounded (it is, ``K`` being an exact integer).
     """
-    starts = sorted(s for s, _e in spans)
-    ends = sorted(e for _s, e in spans)
-    cuts = sorted({*starts, *ends})
-    mids = [0.5 * (a + b) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-    # Flows with start <= mid < end: those started by then less those ended (end >= start).
-    running = [bisect_right(starts, m) - bisect_right(ends, m) for m in mids]
-    out = []
-    for s, e in spans:
-        if e <= s:  # an instant: the other flows running then
-            out.append(1.0 + sum(1 for a, b in spans if a < e and b > s))
-            continue
-        inverse = 0.0
-        for m in range(bisect_left(cuts, s), bisect_left(cuts, e)):
-            mid = mids[m]
-            k = 1 + running[m] - (s <= mid < e)
-            if mid == e:  # the midpoint rounded onto e: flows starting at e are not alongside
-                k -= sum(1 for a, b in spans if a == e < b)
-            inverse += (cuts[m + 1] - cuts[m]) / k
-        out.append((e - s) / inverse)
-    return tuple(out)
+    with np.errstate(over="ignore", invalid="ignore"):  # huge or infinite: doubtful anyway
+        scaled = values * 100.0
+        out = (np.rint(scaled) / 100.0).tolist()
+        doubtful = ~(np.abs(values) < _ROUND2_EXACT_BELOW) | (
+            np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6)
+    for i in np.flatnonzero(doubtful).tolist():
+        out[i] = round(float(values[i]), 2)
+    return out
 
 
 def _side_degrees(pattern: Pattern) -> list[tuple[int, int]]:
