@@ -48,6 +48,7 @@ import math
 import statistics
 from collections import deque
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -104,7 +105,8 @@ class FctHistory:
         """Record every flow of every epoch in ``batch`` (all run with ``pattern``)."""
         degrees = flow_degrees(pattern).tolist()
         check_ran(pattern, batch, "FctHistory.add")
-        sides: list[tuple[float, float]] = list(_side_degrees(pattern))
+        flows = _flow_arrays(pattern)
+        sides = list(zip(flows.out_step.tolist(), flows.in_step.tolist(), strict=True))
         for result in batch:
             if self._concurrency == "schedule":  # how the flows of this epoch overlapped
                 sides = _overlap_sharing(
@@ -173,9 +175,15 @@ class FctModel:
         self._in_degraded: dict[int, float] = {}
         self._path_per_byte = 0.0
         self._pair_excess: dict[tuple[int, int], float] = {}
+        self._out_rated = self._in_rated = _Lookup({})
+        self._out_loads = self._in_loads = _Lookup({})
+        self._out_capacities = self._in_capacities = _Lookup({})
         if unseen == "links":
             self._fit_links(observations)
-        self._memo: dict[tuple[object, float], dict[tuple[object, ...], float]] = {}
+        self._pair_units = _Lookup({_pair_key(*pair): v for pair, v in self._pair_unit.items()})
+        self._pair_excesses = _Lookup({_pair_key(*pair): v
+                                       for pair, v in self._pair_excess.items()})
+        self._degree_costs = _Lookup(self._degree_per_byte)
 
     def _fit_links(self, observations: Sequence[_Observation]) -> None:
         """Each rank's outbound and inbound competing load, and the mean path excess.
@@ -218,12 +226,18 @@ class FctModel:
         if self._concurrency == "schedule":
             self._out_degraded = self._degraded(rated_out, self._out_load)
             self._in_degraded = self._degraded(rated_in, self._in_load)
+        self._out_rated, self._in_rated = (_Lookup(dict.fromkeys(self._out_load, 1.0)),
+                                           _Lookup(dict.fromkeys(self._in_load, 1.0)))
+        self._out_loads, self._in_loads = _Lookup(self._out_load), _Lookup(self._in_load)
+        self._out_capacities = _Lookup(self._out_degraded)
+        self._in_capacities = _Lookup(self._in_degraded)
         excess: dict[tuple[int, int], list[float]] = {}
-        for obs, _b in seen:
-            rate = self._link_rate(obs.src, obs.dst, obs.out_degree, obs.in_degree)
-            if rate is not None and obs.src in self._out_load and obs.dst in self._in_load:
-                excess.setdefault((obs.src, obs.dst), []).append(
-                    obs.fct_s / obs.size_bytes - 1.0 / rate)
+        rated = [obs for obs, _b in seen if obs.src in self._out_load and obs.dst in self._in_load]
+        rates = self._link_rates(*(np.array([getattr(obs, field) for obs in rated])
+                                   for field in ("src", "dst", "out_degree", "in_degree")))[2]
+        for obs, rate in zip(rated, rates.tolist(), strict=True):
+            excess.setdefault((obs.src, obs.dst), []).append(
+                obs.fct_s / obs.size_bytes - 1.0 / rate)
         self._pair_excess = {pair: statistics.fmean(v) for pair, v in excess.items()}
         if excess:
             self._path_per_byte = statistics.fmean(self._pair_excess.values())
@@ -255,19 +269,25 @@ class FctModel:
                 out[rank] = degraded
         return out
 
-    def _link_rate(self, src: int, dst: int, out_degree: float,
-                   in_degree: float) -> float | None:
-        """The rate the fitted links give a flow src -> dst at these degrees (None: unknown)."""
-        rates = []
-        if src in self._out_load:
-            degraded = self._out_degraded.get(src)
-            rates.append(degraded / out_degree if degraded is not None
-                         else self._capacity / (out_degree + self._out_load[src]))
-        if dst in self._in_load:
-            degraded = self._in_degraded.get(dst)
-            rates.append(degraded / in_degree if degraded is not None
-                         else self._capacity / (in_degree + self._in_load[dst]))
-        return min(rates) if rates else None
+    def _link_rates(self, src: np.ndarray, dst: np.ndarray, out_degree: np.ndarray,
+                    in_degree: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per flow: whether its sender's and its receiver's links are rated, and the rate the
+        rated ones give it at these degrees (the slower of the two; meaningless where neither
+        is rated). A link read as degraded gives ``C' / k``, one shared ``C / (k + q)``."""
+        out_known, _ = self._out_rated.get(src)
+        in_known, _ = self._in_rated.get(dst)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out_rate = self._side_rate(src, out_degree, self._out_loads, self._out_capacities)
+            in_rate = self._side_rate(dst, in_degree, self._in_loads, self._in_capacities)
+        rate = np.where(out_known & in_known, np.minimum(out_rate, in_rate),
+                        np.where(out_known, out_rate, in_rate))
+        return out_known, in_known, rate
+
+    def _side_rate(self, ranks: np.ndarray, degree: np.ndarray, loads: _Lookup,
+                   capacities: _Lookup) -> np.ndarray:
+        degraded, capacity = capacities.get(ranks)
+        return np.where(degraded, capacity / degree,
+                        self._capacity / (degree + loads.get(ranks)[1]))
 
     def flow_fct(self, flow: Flow, degree: int, size_bytes: float, *,
                  out_degree: float | None = None, in_degree: float | None = None,
@@ -279,34 +299,34 @@ class FctModel:
         flows its bytes are divided among, which scales a seen pair's unit cost (default
         ``degree``; the larger of the two with ``concurrency="schedule"``).
         """
-        out_degree = out_degree or degree
-        in_degree = in_degree or degree
-        share = share or degree
-        pair = (flow.src, flow.dst)
-        if flow.src in self._out_load and flow.dst in self._in_load:
+        one = [flow.src, flow.dst, degree, size_bytes, out_degree or degree,
+               in_degree or degree, share or degree]
+        return float(self._fcts(*(np.array([x]) for x in one))[0])
+
+    def _fcts(self, src: np.ndarray, dst: np.ndarray, degree: np.ndarray, size: np.ndarray,
+              out_degree: np.ndarray, in_degree: np.ndarray, share: np.ndarray) -> np.ndarray:
+        """:meth:`flow_fct` of many flows at once (one per element; the same floats)."""
+        out_known, in_known, rate = self._link_rates(src, dst, out_degree, in_degree)
+        both = out_known & in_known
+        pairs = _pair_key(src, dst)
+        seen, unit = self._pair_units.get(pairs)
+        with np.errstate(divide="ignore", invalid="ignore"):
             # Both links rated: their rate at the new degrees, plus this pair's own excess over
-            # its links' prediction when it was seen (its path), else the mean excess.
-            rate = self._link_rate(flow.src, flow.dst, out_degree, in_degree)
-            assert rate is not None
-            per_byte = 1.0 / rate + self._pair_excess.get(pair, self._path_per_byte)
-            if self._concurrency == "schedule":
+            # its links' prediction when it was seen (its path), else the mean excess. One
+            # link rated and the pair never seen: that link, plus the mean excess.
+            excess_seen, excess = self._pair_excesses.get(pairs)
+            per_byte = 1.0 / rate + np.where(both & excess_seen, excess, self._path_per_byte)
+            if self._concurrency == "schedule" and self._capacity > 0:
                 # A pair seen faster than its links' prediction (its link mates were held
                 # back elsewhere) has a negative excess; no flow beats the best rate seen.
-                per_byte = max(per_byte, 1.0 / self._capacity)
-            return size_bytes * per_byte
-        unit = self._pair_unit.get(pair)
-        if unit is not None:
-            return unit * size_bytes * share
-        rate = self._link_rate(flow.src, flow.dst, out_degree, in_degree)
-        if rate is not None:
-            per_byte = 1.0 / rate + self._path_per_byte
-            if self._concurrency == "schedule":
-                per_byte = max(per_byte, 1.0 / self._capacity)
-            return size_bytes * per_byte
-        class_per_byte = self._degree_per_byte.get(degree)
-        if class_per_byte is not None:
-            return class_per_byte * size_bytes
-        return self._median_unit * size_bytes * share
+                per_byte = np.maximum(per_byte, 1.0 / self._capacity)
+            classed, class_per_byte = self._degree_costs.get(degree)
+            return np.where(
+                both, size * per_byte,
+                np.where(seen, unit * size * share,
+                         np.where(out_known | in_known, size * per_byte,
+                                  np.where(classed, class_per_byte * size,
+                                           self._median_unit * size * share))))
 
     def pattern_fcts(self, pattern: Pattern, message_bytes: float) -> np.ndarray:
         """Estimated FCT of every flow of ``pattern`` (pattern order).
@@ -315,49 +335,81 @@ class FctModel:
         repriced at the overlaps of the schedule those FCTs give, a few rounds: flows of
         different steps of different chunk graphs that run at the same time share their links.
         """
-        # The controller estimates many patterns that differ from each other in a few flows, so
-        # each flow's estimate is kept by what it depends on (ends, degrees, bytes).
-        # A flow's bytes depend on its chunks, the chunks' fractions and the message.
-        memo = self._memo.setdefault((pattern.chunks, message_bytes), {})
-        step_sides = _side_degrees(pattern)
-        # Each flow's memo of FCTs by its (out, in) sharing, found once for all the rounds.
-        classes = [max(o, i) for o, i in step_sides]  # flow_degrees' class
-        priced = [memo.setdefault((f.src, f.dst, f.chunks, degree), {})
-                  for f, degree in zip(pattern.flows, classes, strict=True)]
-        sides: list[tuple[float, float]] = list(step_sides)
-        fcts = [self._priced(pattern, message_bytes, f, degree, side, known)
-                for f, degree, side, known in zip(pattern.flows, classes, sides, priced,
-                                                  strict=True)]
+        flows = _flow_arrays(pattern)
+        degree = np.maximum(flows.out_step, flows.in_step)  # flow_degrees' class
+        size = flows.fraction * message_bytes  # as Pattern.flow_bytes
+        sides = flows.out_step.astype(np.float64), flows.in_step.astype(np.float64)
+        fcts = self._fcts(flows.src, flows.dst, degree, size, *sides, np.maximum(*sides))
         if self._concurrency == "schedule":
-            carries = {c: pattern.flow_bytes(f, message_bytes) > 0
-                       for f in pattern.flows for c in (f.chunks,)}
-            groups = _SharingGroups(pattern, [carries[f.chunks] for f in pattern.flows])
+            groups = _SharingGroups(flows.src, flows.dst, size > 0)
             for _round in range(self._SCHEDULE_PASSES):
                 start, end = schedule(pattern, fcts)
-                overlap = list(zip(*groups.rounded_sharing(start, end), strict=True))
-                # A fixed point (to 1%): the same sharing, the same FCTs. Only the flows whose
-                # sharing changed are priced again.
-                changed = [i for i, (new, old) in enumerate(zip(overlap, sides, strict=True))
-                           if new != old]
-                if not changed:
-                    break
+                overlap = groups.rounded_sharing(start, end)
+                if all(np.array_equal(a, b) for a, b in zip(overlap, sides, strict=True)):
+                    break  # a fixed point (to 1%): the same sharing, the same FCTs
                 sides = overlap
-                for i in changed:
-                    fcts[i] = self._priced(pattern, message_bytes, pattern.flows[i], classes[i],
-                                           sides[i], priced[i])
-        return np.array(fcts)
+                fcts = self._fcts(flows.src, flows.dst, degree, size, *sides,
+                                  np.maximum(*sides))
+        return fcts
 
-    def _priced(self, pattern: Pattern, message_bytes: float, flow: Flow, degree: int,
-                side: tuple[float, float], known: dict[tuple[float, float], float]) -> float:
-        """The FCT of ``flow`` when it shares its sender's and receiver's links as ``side``
-        says; ``known`` keeps them by ``side`` for flows of the same ends, chunks and degree."""
-        fct = known.get(side)
-        if fct is None:
-            out_degree, in_degree = side
-            fct = known[side] = self.flow_fct(
-                flow, degree, pattern.flow_bytes(flow, message_bytes), out_degree=out_degree,
-                in_degree=in_degree, share=max(out_degree, in_degree))
-        return fct
+
+class _Lookup:
+    """A dict of integer keys to floats as sorted arrays, to look up many keys at once."""
+
+    def __init__(self, values: dict[int, float]) -> None:
+        keys = sorted(values)
+        self._keys = np.array(keys, dtype=np.int64)
+        self._values = np.array([values[k] for k in keys], dtype=np.float64)
+
+    def get(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Whether each key is present, and its value (NaN where absent)."""
+        keys = np.asarray(keys, dtype=np.int64)
+        if not self._keys.size:
+            return np.zeros(keys.shape, dtype=bool), np.full(keys.shape, np.nan)
+        at = np.minimum(np.searchsorted(self._keys, keys), self._keys.size - 1)
+        found = self._keys[at] == keys
+        return found, np.where(found, self._values[at], np.nan)
+
+
+def _pair_key(src: np.ndarray | int, dst: np.ndarray | int) -> np.ndarray | int:
+    """One integer per (src, dst) pair of ranks (ranks below 2**31)."""
+    return np.asarray(src, dtype=np.int64) * (1 << 32) + dst
+
+
+class _FlowArrays(NamedTuple):
+    """A pattern's flows as arrays (pattern order), kept with the pattern."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    fraction: np.ndarray  # of the message, as Pattern.flow_fraction
+    out_step: np.ndarray  # flows out of the sender at the flow's step (all chunk graphs)
+    in_step: np.ndarray  # flows into the receiver at the flow's step
+
+
+def _flow_arrays(pattern: Pattern) -> _FlowArrays:
+    return pattern.derived("estimate.flow_arrays", lambda: _build_flow_arrays(pattern))
+
+
+def _build_flow_arrays(pattern: Pattern) -> _FlowArrays:
+    flows = pattern.flows
+    n = len(flows)
+    src = np.fromiter(map(attrgetter("src"), flows), np.int64, n)
+    dst = np.fromiter(map(attrgetter("dst"), flows), np.int64, n)
+    step = np.fromiter(map(attrgetter("step"), flows), np.int64, n)
+    chunks = list(map(attrgetter("chunks"), flows))
+    fractions: dict[tuple[int, ...], float] = {}
+    for f, c in zip(flows, chunks, strict=True):
+        if c not in fractions:
+            fractions[c] = pattern.flow_fraction(f)
+    fraction = np.fromiter(map(fractions.__getitem__, chunks), np.float64, n)
+    low = int(min(src.min(), dst.min())) if n else 0
+    width = int(max(src.max(), dst.max())) - low + 1 if n else 1
+    out_key, in_key = step * width + (src - low), step * width + (dst - low)
+    # (step, rank) counted over both ends at once: a key's count in each role.
+    keys, where = np.unique(np.concatenate((out_key, in_key)), return_inverse=True)
+    out_count = np.bincount(where[:n], minlength=keys.size)
+    in_count = np.bincount(where[n:], minlength=keys.size)
+    return _FlowArrays(src, dst, fraction, out_count[where[:n]], in_count[where[n:]])
 
 
 def _overlap_sharing(pattern: Pattern, start: Sequence[float], end: Sequence[float],
@@ -370,7 +422,8 @@ def _overlap_sharing(pattern: Pattern, start: Sequence[float], end: Sequence[flo
     half its time). ``k(t)`` counts the ``live`` flows out of the same sender (into the same
     receiver) running at ``t``; a flow of zero duration gets its instant's count.
     """
-    sender, receiver = _SharingGroups(pattern, live).sharing(
+    flows = _flow_arrays(pattern)
+    sender, receiver = _SharingGroups(flows.src, flows.dst, np.asarray(live, dtype=bool)).sharing(
         np.asarray(start, dtype=np.float64), np.asarray(end, dtype=np.float64))
     return list(zip(sender.tolist(), receiver.tolist(), strict=True))
 
@@ -378,30 +431,32 @@ def _overlap_sharing(pattern: Pattern, start: Sequence[float], end: Sequence[flo
 class _SharingGroups:
     """The groups of :func:`_overlap_sharing` of one pattern, found once for all its rounds.
 
-    The flows out of one sender (into one receiver) form a group; the groups of one size are
-    solved together as the rows of one array (:func:`_group_sharing_rows`).
+    The live flows out of one sender (into one receiver) form a group; the groups of one size
+    are solved together as the rows of one array (:func:`_group_sharing_rows`).
     """
 
-    def __init__(self, pattern: Pattern, live: Sequence[bool]) -> None:
-        outs: dict[int, list[int]] = {}
-        ins: dict[int, list[int]] = {}
-        for i, f in enumerate(pattern.flows):
-            if live[i]:
-                outs.setdefault(f.src, []).append(i)
-                ins.setdefault(f.dst, []).append(i)
-        n = len(pattern.flows)
+    def __init__(self, src: np.ndarray, dst: np.ndarray, live: np.ndarray) -> None:
+        n = src.size
+        alive = np.flatnonzero(live)
         # Per group size: the members' flow indices (one row per group), and where each
         # member's result goes in the (sender, receiver) results laid end to end.
-        by_size: dict[int, tuple[list[list[int]], list[list[int]]]] = {}
-        for offset, groups in ((0, outs), (n, ins)):
-            for group in groups.values():
-                if len(group) >= 2:
-                    rows, targets = by_size.setdefault(len(group), ([], []))
-                    rows.append(group)
-                    targets.append([offset + j for j in group])
+        by_size: dict[int, list[tuple[np.ndarray, int]]] = {}
+        for offset, ends in ((0, src), (n, dst)):
+            order = alive[np.argsort(ends[alive], kind="stable")]
+            sorted_ends = ends[order]
+            firsts = np.flatnonzero(np.concatenate(
+                ([order.size > 0], sorted_ends[1:] != sorted_ends[:-1])))
+            sizes = np.diff(np.append(firsts, order.size))
+            for size in np.unique(sizes[sizes >= 2]).tolist():
+                at = firsts[sizes == size]
+                by_size.setdefault(size, []).append(
+                    (order[at[:, None] + np.arange(size)], offset))
         self._n = n
-        self._rows = [(np.array(rows, dtype=np.intp), np.array(targets, dtype=np.intp))
-                      for _size, (rows, targets) in sorted(by_size.items())]
+        self._rows = []
+        for _size, parts in sorted(by_size.items()):
+            members = np.concatenate([m for m, _offset in parts])
+            targets = np.concatenate([m + offset for m, offset in parts])
+            self._rows.append((members, targets))
 
     def sharing(self, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each flow's (sender, receiver) effective sharing, 1.0 outside a group."""
@@ -411,7 +466,7 @@ class _SharingGroups:
         return out[:self._n], out[self._n:]
 
     def rounded_sharing(self, start: np.ndarray,
-                        end: np.ndarray) -> tuple[list[float], list[float]]:
+                        end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`sharing` with each value as ``round(x, 2)`` gives it (to 1%)."""
         sender, receiver = self.sharing(start, end)
         return _round2(sender), _round2(receiver)
@@ -460,7 +515,7 @@ _ROUND2_EXACT_BELOW = 1e6
 ``round`` rounds the exact value, unless it lies within 1e-6 of a half (then ``round`` is used)."""
 
 
-def _round2(values: np.ndarray) -> list[float]:
+def _round2(values: np.ndarray) -> np.ndarray:
     """``[round(x, 2) for x in values]``, the same floats, mostly without a call per value.
 
     ``round(x, 2)`` is the float nearest to ``K / 100``, ``K`` the exact ``100 x`` rounded
@@ -470,15 +525,9 @@ def _round2(values: np.ndarray) -> list[float]:
     """
     with np.errstate(over="ignore", invalid="ignore"):  # huge or infinite: doubtful anyway
         scaled = values * 100.0
-        out = (np.rint(scaled) / 100.0).tolist()
+        out = np.rint(scaled) / 100.0
         doubtful = ~(np.abs(values) < _ROUND2_EXACT_BELOW) | (
             np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6)
     for i in np.flatnonzero(doubtful).tolist():
         out[i] = round(float(values[i]), 2)
     return out
-
-
-def _side_degrees(pattern: Pattern) -> list[tuple[int, int]]:
-    """For each flow: (flows out of its sender, flows into its receiver) at its step."""
-    degrees = pattern.degrees()
-    return [(degrees[(f.step, f.src)][1], degrees[(f.step, f.dst)][0]) for f in pattern.flows]

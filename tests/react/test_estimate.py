@@ -216,7 +216,7 @@ def test_round2_is_pythons_round():
     values += [math.nextafter(v, math.inf) for v in values] + [
         math.nextafter(v, -math.inf) for v in values]
     values += [k / 200 for k in range(2000)] + [k / 1000 + 1e-12 for k in range(2000)]
-    assert _round2(np.array(values)) == [round(v, 2) for v in values]
+    assert _round2(np.array(values)).tolist() == [round(v, 2) for v in values]
 
 
 def slow_into_2(shared_rate):
