@@ -485,22 +485,35 @@ def _group_sharing_rows(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     low, high = cuts[:, :-1], cuts[:, 1:]
     mid = 0.5 * (low + high)  # (groups, intervals)
     # Flows with start <= mid < end: those started by then less those ended (end >= start).
-    running = ((start[:, None, :] <= mid[:, :, None]).sum(axis=2)
-               - (end[:, None, :] <= mid[:, :, None]).sum(axis=2))
-    s, e = start[:, :, None], end[:, :, None]  # (groups, flows, 1)
-    mid3 = mid[:, None, :]
-    k = 1 + running[:, None, :] - ((s <= mid3) & (mid3 < e))
-    # A midpoint that rounds onto a flow's end: the flows starting there are not alongside it.
-    starting_at_end = ((start[:, None, :] == e) & (e < end[:, None, :])).sum(axis=2)
-    k -= (mid3 == e) * starting_at_end[:, :, None]
-    inside = (s <= low[:, None, :]) & (low[:, None, :] < e)
-    terms = np.where(inside, (high - low)[:, None, :] / np.where(inside, k, 1), 0.0)
+    running = np.zeros(mid.shape, dtype=np.int64)
+    for j in range(start.shape[1]):
+        running += start[:, j, None] <= mid
+        running -= end[:, j, None] <= mid
     inverse = np.zeros(start.shape)
-    for m in range(terms.shape[2]):  # in time order, as a running sum
-        inverse += terms[:, :, m]
+    if not np.any((mid == high) & (low < high)):
+        # No midpoint rounds onto a cut: inside a flow's run it runs at every midpoint, so
+        # the count there includes it.
+        per_flow = (high - low) / np.maximum(running, 1)
+        for m in range(mid.shape[1]):  # in time order, as a running sum
+            low_m = low[:, m, None]
+            inverse += per_flow[:, m, None] * ((start <= low_m) & (low_m < end))
+    else:
+        s, e = start[:, :, None], end[:, :, None]  # (groups, flows, 1)
+        mid3 = mid[:, None, :]
+        k = 1 + running[:, None, :] - ((s <= mid3) & (mid3 < e))
+        # A midpoint that rounds onto a flow's end: the flows starting there are not alongside.
+        starting_at_end = ((start[:, None, :] == e) & (e < end[:, None, :])).sum(axis=2)
+        k -= (mid3 == e) * starting_at_end[:, :, None]
+        inside = (s <= low[:, None, :]) & (low[:, None, :] < e)
+        terms = np.where(inside, (high - low)[:, None, :] / np.where(inside, k, 1), 0.0)
+        for term in np.moveaxis(terms, 2, 0):  # in time order, as a running sum
+            inverse += term
     timed = end > start
+    if timed.all():
+        return (end - start) / inverse
     # An instant: the other flows running then.
-    instant = 1.0 + ((start[:, None, :] < e) & (end[:, None, :] > s)).sum(axis=2)
+    instant = 1.0 + ((start[:, None, :] < end[:, :, None])
+                     & (end[:, None, :] > start[:, :, None])).sum(axis=2)
     return np.where(timed, (end - start) / np.where(timed, inverse, 1.0), instant)
 
 
