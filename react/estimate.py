@@ -180,9 +180,10 @@ class FctModel:
         self._out_capacities = self._in_capacities = _Lookup({})
         if unseen == "links":
             self._fit_links(observations)
-        self._pair_units = _Lookup({_pair_key(*pair): v for pair, v in self._pair_unit.items()})
-        self._pair_excesses = _Lookup({_pair_key(*pair): v
-                                       for pair, v in self._pair_excess.items()})
+        self._pair_units = _Lookup({src * _PAIRS + dst: v
+                                    for (src, dst), v in self._pair_unit.items()})
+        self._pair_excesses = _Lookup({src * _PAIRS + dst: v
+                                       for (src, dst), v in self._pair_excess.items()})
         self._degree_costs = _Lookup(self._degree_per_byte)
 
     def _fit_links(self, observations: Sequence[_Observation]) -> None:
@@ -308,7 +309,7 @@ class FctModel:
         """:meth:`flow_fct` of many flows at once (one per element; the same floats)."""
         out_known, in_known, rate = self._link_rates(src, dst, out_degree, in_degree)
         both = out_known & in_known
-        pairs = _pair_key(src, dst)
+        pairs = np.asarray(src, dtype=np.int64) * _PAIRS + dst
         seen, unit = self._pair_units.get(pairs)
         with np.errstate(divide="ignore", invalid="ignore"):
             # Both links rated: their rate at the new degrees, plus this pair's own excess over
@@ -371,9 +372,8 @@ class _Lookup:
         return found, np.where(found, self._values[at], np.nan)
 
 
-def _pair_key(src: np.ndarray | int, dst: np.ndarray | int) -> np.ndarray | int:
-    """One integer per (src, dst) pair of ranks (ranks below 2**31)."""
-    return np.asarray(src, dtype=np.int64) * (1 << 32) + dst
+_PAIRS = 1 << 32
+"""A (src, dst) pair of ranks is looked up as ``src * _PAIRS + dst`` (ranks below 2**31)."""
 
 
 class _FlowArrays(NamedTuple):
@@ -452,7 +452,7 @@ class _SharingGroups:
                 by_size.setdefault(size, []).append(
                     (order[at[:, None] + np.arange(size)], offset))
         self._n = n
-        self._rows = []
+        self._rows: list[tuple[np.ndarray, np.ndarray]] = []
         for _size, parts in sorted(by_size.items()):
             members = np.concatenate([m for m, _offset in parts])
             targets = np.concatenate([m + offset for m, offset in parts])
