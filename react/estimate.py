@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Sequence
 from operator import attrgetter
@@ -105,8 +106,7 @@ class FctHistory:
         """Record every flow of every epoch in ``batch`` (all run with ``pattern``)."""
         degrees = flow_degrees(pattern).tolist()
         check_ran(pattern, batch, "FctHistory.add")
-        flows = _flow_arrays(pattern)
-        sides = list(zip(flows.out_step.tolist(), flows.in_step.tolist(), strict=True))
+        sides: list[tuple[float, float]] = list(_side_degrees(pattern))
         for result in batch:
             if self._concurrency == "schedule":  # how the flows of this epoch overlapped
                 sides = _overlap_sharing(
@@ -142,6 +142,8 @@ class FctModel:
 
     _SCHEDULE_PASSES = 4
     """Rounds of pricing flows at the overlaps of the previous round's schedule."""
+    _OVERLAP_MEMO_MAX = 100_000
+    """Groups kept by the overlap memo of small patterns before it starts afresh."""
 
     def __init__(self, observations: Sequence[_Observation], *, unseen: str = "links",
                  concurrency: str = "step") -> None:
@@ -175,16 +177,16 @@ class FctModel:
         self._in_degraded: dict[int, float] = {}
         self._path_per_byte = 0.0
         self._pair_excess: dict[tuple[int, int], float] = {}
-        self._out_rated = self._in_rated = _Lookup({})
-        self._out_loads = self._in_loads = _Lookup({})
-        self._out_capacities = self._in_capacities = _Lookup({})
         if unseen == "links":
             self._fit_links(observations)
-        self._pair_units = _Lookup({src * _PAIRS + dst: v
-                                    for (src, dst), v in self._pair_unit.items()})
-        self._pair_excesses = _Lookup({src * _PAIRS + dst: v
-                                       for (src, dst), v in self._pair_excess.items()})
-        self._degree_costs = _Lookup(self._degree_per_byte)
+        self._tables: _Tables | None = None
+        # Small patterns are priced flow by flow, each flow's FCT kept by what it depends on
+        # (ends, chunks, degrees; the bytes by the memo's key), since candidates differ in a
+        # few flows.
+        self._memo: dict[tuple[object, float], dict[tuple[object, ...], float]] = {}
+        # ... and each sender's (receiver's) group sharing by its flows' times: candidates'
+        # schedules mostly keep them.
+        self._overlap_memo: dict[tuple[tuple[float, float], ...], tuple[float, ...]] = {}
 
     def _fit_links(self, observations: Sequence[_Observation]) -> None:
         """Each rank's outbound and inbound competing load, and the mean path excess.
@@ -227,18 +229,12 @@ class FctModel:
         if self._concurrency == "schedule":
             self._out_degraded = self._degraded(rated_out, self._out_load)
             self._in_degraded = self._degraded(rated_in, self._in_load)
-        self._out_rated, self._in_rated = (_Lookup(dict.fromkeys(self._out_load, 1.0)),
-                                           _Lookup(dict.fromkeys(self._in_load, 1.0)))
-        self._out_loads, self._in_loads = _Lookup(self._out_load), _Lookup(self._in_load)
-        self._out_capacities = _Lookup(self._out_degraded)
-        self._in_capacities = _Lookup(self._in_degraded)
         excess: dict[tuple[int, int], list[float]] = {}
-        rated = [obs for obs, _b in seen if obs.src in self._out_load and obs.dst in self._in_load]
-        rates = self._link_rates(*(np.array([getattr(obs, field) for obs in rated])
-                                   for field in ("src", "dst", "out_degree", "in_degree")))[2]
-        for obs, rate in zip(rated, rates.tolist(), strict=True):
-            excess.setdefault((obs.src, obs.dst), []).append(
-                obs.fct_s / obs.size_bytes - 1.0 / rate)
+        for obs, _b in seen:
+            rate = self._link_rate(obs.src, obs.dst, obs.out_degree, obs.in_degree)
+            if rate is not None and obs.src in self._out_load and obs.dst in self._in_load:
+                excess.setdefault((obs.src, obs.dst), []).append(
+                    obs.fct_s / obs.size_bytes - 1.0 / rate)
         self._pair_excess = {pair: statistics.fmean(v) for pair, v in excess.items()}
         if excess:
             self._path_per_byte = statistics.fmean(self._pair_excess.values())
@@ -270,25 +266,53 @@ class FctModel:
                 out[rank] = degraded
         return out
 
-    def _link_rates(self, src: np.ndarray, dst: np.ndarray, out_degree: np.ndarray,
-                    in_degree: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per flow: whether its sender's and its receiver's links are rated, and the rate the
-        rated ones give it at these degrees (the slower of the two; meaningless where neither
-        is rated). A link read as degraded gives ``C' / k``, one shared ``C / (k + q)``."""
-        out_known, _ = self._out_rated.get(src)
-        in_known, _ = self._in_rated.get(dst)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out_rate = self._side_rate(src, out_degree, self._out_loads, self._out_capacities)
-            in_rate = self._side_rate(dst, in_degree, self._in_loads, self._in_capacities)
-        rate = np.where(out_known & in_known, np.minimum(out_rate, in_rate),
-                        np.where(out_known, out_rate, in_rate))
-        return out_known, in_known, rate
+    def _link_rate(self, src: int, dst: int, out_degree: float,
+                   in_degree: float) -> float | None:
+        """The rate the fitted links give a flow src -> dst at these degrees (None: unknown)."""
+        rates = []
+        if src in self._out_load:
+            degraded = self._out_degraded.get(src)
+            rates.append(degraded / out_degree if degraded is not None
+                         else self._capacity / (out_degree + self._out_load[src]))
+        if dst in self._in_load:
+            degraded = self._in_degraded.get(dst)
+            rates.append(degraded / in_degree if degraded is not None
+                         else self._capacity / (in_degree + self._in_load[dst]))
+        return min(rates) if rates else None
 
-    def _side_rate(self, ranks: np.ndarray, degree: np.ndarray, loads: _Lookup,
-                   capacities: _Lookup) -> np.ndarray:
-        degraded, capacity = capacities.get(ranks)
-        return np.where(degraded, capacity / degree,
-                        self._capacity / (degree + loads.get(ranks)[1]))
+    def _terms(self, src: np.ndarray, dst: np.ndarray, degree: np.ndarray) -> _Terms:
+        """What pricing the flows ``src -> dst`` of these degree classes looks up."""
+        if self._tables is None:
+            self._tables = _Tables(
+                _Lookup(dict.fromkeys(self._out_load, 1.0)),
+                _Lookup(dict.fromkeys(self._in_load, 1.0)),
+                _Lookup(self._out_load), _Lookup(self._in_load),
+                _Lookup(self._out_degraded), _Lookup(self._in_degraded),
+                _Lookup({a * _PAIRS + b: v for (a, b), v in self._pair_unit.items()}),
+                _Lookup({a * _PAIRS + b: v for (a, b), v in self._pair_excess.items()}),
+                _Lookup(self._degree_per_byte))
+        t = self._tables
+        out_known, _ = t.out_rated.get(src)
+        in_known, _ = t.in_rated.get(dst)
+        both = out_known & in_known
+        pairs = np.asarray(src, dtype=np.int64) * _PAIRS + dst
+        excess_seen, excess = t.pair_excesses.get(pairs)
+        return _Terms(out_known, both, out_known | in_known,
+                      *t.out_capacities.get(src), t.out_loads.get(src)[1],
+                      *t.in_capacities.get(dst), t.in_loads.get(dst)[1],
+                      *t.pair_units.get(pairs),
+                      np.where(both & excess_seen, excess, self._path_per_byte),
+                      *t.degree_costs.get(degree))
+
+    def _rates(self, terms: _Terms, out_degree: np.ndarray, in_degree: np.ndarray) -> np.ndarray:
+        # A link read as degraded gives C' / k, one shared C / (k + q).
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out_rate = np.where(terms.out_degraded, terms.out_capacity / out_degree,
+                                self._capacity / (out_degree + terms.out_load))
+            in_rate = np.where(terms.in_degraded, terms.in_capacity / in_degree,
+                               self._capacity / (in_degree + terms.in_load))
+        return np.where(terms.both, np.minimum(out_rate, in_rate),
+                        np.where(terms.out_known, out_rate, in_rate))
 
     def flow_fct(self, flow: Flow, degree: int, size_bytes: float, *,
                  out_degree: float | None = None, in_degree: float | None = None,
@@ -300,33 +324,53 @@ class FctModel:
         flows its bytes are divided among, which scales a seen pair's unit cost (default
         ``degree``; the larger of the two with ``concurrency="schedule"``).
         """
-        one = [flow.src, flow.dst, degree, size_bytes, out_degree or degree,
-               in_degree or degree, share or degree]
-        return float(self._fcts(*(np.array([x]) for x in one))[0])
+        out_degree = out_degree or degree
+        in_degree = in_degree or degree
+        share = share or degree
+        pair = (flow.src, flow.dst)
+        if flow.src in self._out_load and flow.dst in self._in_load:
+            # Both links rated: their rate at the new degrees, plus this pair's own excess over
+            # its links' prediction when it was seen (its path), else the mean excess.
+            rate = self._link_rate(flow.src, flow.dst, out_degree, in_degree)
+            assert rate is not None
+            per_byte = 1.0 / rate + self._pair_excess.get(pair, self._path_per_byte)
+            if self._concurrency == "schedule":
+                # A pair seen faster than its links' prediction (its link mates were held
+                # back elsewhere) has a negative excess; no flow beats the best rate seen.
+                per_byte = max(per_byte, 1.0 / self._capacity)
+            return size_bytes * per_byte
+        unit = self._pair_unit.get(pair)
+        if unit is not None:
+            return unit * size_bytes * share
+        rate = self._link_rate(flow.src, flow.dst, out_degree, in_degree)
+        if rate is not None:
+            per_byte = 1.0 / rate + self._path_per_byte
+            if self._concurrency == "schedule":
+                per_byte = max(per_byte, 1.0 / self._capacity)
+            return size_bytes * per_byte
+        class_per_byte = self._degree_per_byte.get(degree)
+        if class_per_byte is not None:
+            return class_per_byte * size_bytes
+        return self._median_unit * size_bytes * share
 
-    def _fcts(self, src: np.ndarray, dst: np.ndarray, degree: np.ndarray, size: np.ndarray,
-              out_degree: np.ndarray, in_degree: np.ndarray, share: np.ndarray) -> np.ndarray:
+    def _fcts(self, terms: _Terms, size: np.ndarray, out_degree: np.ndarray,
+              in_degree: np.ndarray, share: np.ndarray) -> np.ndarray:
         """:meth:`flow_fct` of many flows at once (one per element; the same floats)."""
-        out_known, in_known, rate = self._link_rates(src, dst, out_degree, in_degree)
-        both = out_known & in_known
-        pairs = np.asarray(src, dtype=np.int64) * _PAIRS + dst
-        seen, unit = self._pair_units.get(pairs)
+        rate = self._rates(terms, out_degree, in_degree)
         with np.errstate(divide="ignore", invalid="ignore"):
             # Both links rated: their rate at the new degrees, plus this pair's own excess over
             # its links' prediction when it was seen (its path), else the mean excess. One
             # link rated and the pair never seen: that link, plus the mean excess.
-            excess_seen, excess = self._pair_excesses.get(pairs)
-            per_byte = 1.0 / rate + np.where(both & excess_seen, excess, self._path_per_byte)
+            per_byte = 1.0 / rate + terms.excess
             if self._concurrency == "schedule" and self._capacity > 0:
                 # A pair seen faster than its links' prediction (its link mates were held
                 # back elsewhere) has a negative excess; no flow beats the best rate seen.
                 per_byte = np.maximum(per_byte, 1.0 / self._capacity)
-            classed, class_per_byte = self._degree_costs.get(degree)
             return np.where(
-                both, size * per_byte,
-                np.where(seen, unit * size * share,
-                         np.where(out_known | in_known, size * per_byte,
-                                  np.where(classed, class_per_byte * size,
+                terms.both, size * per_byte,
+                np.where(terms.seen, terms.unit * size * share,
+                         np.where(terms.linked, size * per_byte,
+                                  np.where(terms.classed, terms.class_per_byte * size,
                                            self._median_unit * size * share))))
 
     def pattern_fcts(self, pattern: Pattern, message_bytes: float) -> np.ndarray:
@@ -336,11 +380,14 @@ class FctModel:
         repriced at the overlaps of the schedule those FCTs give, a few rounds: flows of
         different steps of different chunk graphs that run at the same time share their links.
         """
+        if len(pattern.flows) < _ARRAY_FLOWS:
+            return self._pattern_fcts_in_python(pattern, message_bytes)
         flows = _flow_arrays(pattern)
         degree = np.maximum(flows.out_step, flows.in_step)  # flow_degrees' class
         size = flows.fraction * message_bytes  # as Pattern.flow_bytes
         sides = flows.out_step.astype(np.float64), flows.in_step.astype(np.float64)
-        fcts = self._fcts(flows.src, flows.dst, degree, size, *sides, np.maximum(*sides))
+        terms = self._terms(flows.src, flows.dst, degree)
+        fcts = self._fcts(terms, size, *sides, np.maximum(*sides))
         if self._concurrency == "schedule":
             groups = _SharingGroups(flows.src, flows.dst, size > 0)
             for _round in range(self._SCHEDULE_PASSES):
@@ -349,9 +396,84 @@ class FctModel:
                 if all(np.array_equal(a, b) for a, b in zip(overlap, sides, strict=True)):
                     break  # a fixed point (to 1%): the same sharing, the same FCTs
                 sides = overlap
-                fcts = self._fcts(flows.src, flows.dst, degree, size, *sides,
-                                  np.maximum(*sides))
+                fcts = self._fcts(terms, size, *sides, np.maximum(*sides))
         return fcts
+
+    def _pattern_fcts_in_python(self, pattern: Pattern, message_bytes: float) -> np.ndarray:
+        """:meth:`pattern_fcts` flow by flow, for small patterns (the same floats)."""
+        # The controller estimates many patterns that differ from each other in a few flows, so
+        # each flow's estimate is kept by what it depends on (ends, degrees, bytes).
+        # A flow's bytes depend on its chunks, the chunks' fractions and the message.
+        memo = self._memo.setdefault((pattern.chunks, message_bytes), {})
+        step_sides = _side_degrees(pattern)
+        classes = [max(o, i) for o, i in step_sides]  # flow_degrees' class
+        sides: list[tuple[float, float]] = list(step_sides)
+        fcts = self._priced(pattern, message_bytes, sides, classes, memo)
+        if self._concurrency == "schedule":
+            live = [pattern.flow_bytes(f, message_bytes) > 0 for f in pattern.flows]
+            for _round in range(self._SCHEDULE_PASSES):
+                start, end = schedule(pattern, fcts)
+                if len(self._overlap_memo) > self._OVERLAP_MEMO_MAX:
+                    self._overlap_memo.clear()
+                overlap = [(round(o, 2), round(i, 2)) for o, i in
+                           _overlap_sharing_in_python(pattern, start.tolist(), end.tolist(),
+                                                      live, self._overlap_memo)]
+                if overlap == sides:  # a fixed point (to 1%): the same sharing, the same FCTs
+                    break
+                sides = overlap
+                fcts = self._priced(pattern, message_bytes, sides, classes, memo)
+        return fcts
+
+    def _priced(self, pattern: Pattern, message_bytes: float,
+                sides: Sequence[tuple[float, float]], classes: Sequence[int],
+                memo: dict[tuple[object, ...], float]) -> np.ndarray:
+        """Each flow's FCT when it shares its sender's and receiver's links as ``sides`` say."""
+        fcts = []
+        for f, (out_degree, in_degree), degree in zip(pattern.flows, sides, classes,
+                                                      strict=True):
+            key = (f.src, f.dst, f.chunks, degree, out_degree, in_degree)
+            fct = memo.get(key)
+            if fct is None:
+                fct = memo[key] = self.flow_fct(
+                    f, degree, pattern.flow_bytes(f, message_bytes),
+                    out_degree=out_degree, in_degree=in_degree,
+                    share=max(out_degree, in_degree),
+                )
+            fcts.append(fct)
+        return np.array(fcts)
+
+
+class _Tables(NamedTuple):
+    """A model's fitted values as :class:`_Lookup` tables, built when first priced on arrays."""
+
+    out_rated: _Lookup
+    in_rated: _Lookup
+    out_loads: _Lookup
+    in_loads: _Lookup
+    out_capacities: _Lookup  # of the links read as degraded
+    in_capacities: _Lookup
+    pair_units: _Lookup  # by src * _PAIRS + dst
+    pair_excesses: _Lookup
+    degree_costs: _Lookup
+
+
+class _Terms(NamedTuple):
+    """Per flow, what :meth:`FctModel._fcts` looks up once for all the rounds of a pattern."""
+
+    out_known: np.ndarray  # the sender's link is rated
+    both: np.ndarray  # both links are rated
+    linked: np.ndarray  # at least one is
+    out_degraded: np.ndarray  # the sender's link is read as degraded, of capacity:
+    out_capacity: np.ndarray
+    out_load: np.ndarray  # else its competing load
+    in_degraded: np.ndarray
+    in_capacity: np.ndarray
+    in_load: np.ndarray
+    seen: np.ndarray  # the pair was seen, at this unit cost:
+    unit: np.ndarray
+    excess: np.ndarray  # per byte over the links' prediction: the pair's, else the mean
+    classed: np.ndarray  # flows of this degree were seen, at this cost per byte:
+    class_per_byte: np.ndarray
 
 
 class _Lookup:
@@ -371,6 +493,10 @@ class _Lookup:
         found = self._keys[at] == keys
         return found, np.where(found, self._values[at], np.nan)
 
+
+_ARRAY_FLOWS = 256
+"""From this many flows on, a pattern is priced on arrays; below, flow by flow in Python (numpy's
+per-call overhead outweighs it there; both give the same floats)."""
 
 _PAIRS = 1 << 32
 """A (src, dst) pair of ranks is looked up as ``src * _PAIRS + dst`` (ranks below 2**31)."""
@@ -422,10 +548,72 @@ def _overlap_sharing(pattern: Pattern, start: Sequence[float], end: Sequence[flo
     half its time). ``k(t)`` counts the ``live`` flows out of the same sender (into the same
     receiver) running at ``t``; a flow of zero duration gets its instant's count.
     """
+    if len(pattern.flows) < _ARRAY_FLOWS:
+        return _overlap_sharing_in_python(pattern, start, end, live)
     flows = _flow_arrays(pattern)
     sender, receiver = _SharingGroups(flows.src, flows.dst, np.asarray(live, dtype=bool)).sharing(
         np.asarray(start, dtype=np.float64), np.asarray(end, dtype=np.float64))
     return list(zip(sender.tolist(), receiver.tolist(), strict=True))
+
+
+def _overlap_sharing_in_python(
+    pattern: Pattern, start: Sequence[float], end: Sequence[float], live: Sequence[bool],
+    memo: dict[tuple[tuple[float, float], ...], tuple[float, ...]] | None = None,
+) -> list[tuple[float, float]]:
+    """:func:`_overlap_sharing` group by group, for small patterns (the same floats); ``memo``
+    keeps each group's result by its flows' (start, end) times."""
+    n = len(pattern.flows)
+    outs: dict[int, list[int]] = {}
+    ins: dict[int, list[int]] = {}
+    for i, f in enumerate(pattern.flows):
+        if live[i]:
+            outs.setdefault(f.src, []).append(i)
+            ins.setdefault(f.dst, []).append(i)
+    sender = [1.0] * n
+    receiver = [1.0] * n
+    for groups, shares in ((outs, sender), (ins, receiver)):
+        for group in groups.values():
+            if len(group) < 2:
+                continue
+            spans = tuple((start[j], end[j]) for j in group)
+            got = None if memo is None else memo.get(spans)
+            if got is None:
+                got = _group_sharing(spans)
+                if memo is not None:
+                    memo[spans] = got
+            for j, x in zip(group, got, strict=True):
+                shares[j] = x
+    return list(zip(sender, receiver, strict=True))
+
+
+def _group_sharing(spans: Sequence[tuple[float, float]]) -> tuple[float, ...]:
+    """The effective sharing of each of a group's flows (``(start, end)`` each), in order.
+
+    Over the group's elementary intervals (between consecutive distinct starts and ends), the
+    flows running at an interval's midpoint are counted once for the whole group; a flow adds up
+    ``length / k`` over the intervals of its run, ``k`` being itself and the others running (a
+    flow that starts exactly when this one ends does not run alongside it).
+    """
+    starts = sorted(s for s, _e in spans)
+    ends = sorted(e for _s, e in spans)
+    cuts = sorted({*starts, *ends})
+    mids = [0.5 * (a + b) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    # Flows with start <= mid < end: those started by then less those ended (end >= start).
+    running = [bisect_right(starts, m) - bisect_right(ends, m) for m in mids]
+    out = []
+    for s, e in spans:
+        if e <= s:  # an instant: the other flows running then
+            out.append(1.0 + sum(1 for a, b in spans if a < e and b > s))
+            continue
+        inverse = 0.0
+        for m in range(bisect_left(cuts, s), bisect_left(cuts, e)):
+            mid = mids[m]
+            k = 1 + running[m] - (s <= mid < e)
+            if mid == e:  # the midpoint rounded onto e: flows starting at e are not alongside
+                k -= sum(1 for a, b in spans if a == e < b)
+            inverse += (cuts[m + 1] - cuts[m]) / k
+        out.append((e - s) / inverse)
+    return tuple(out)
 
 
 class _SharingGroups:
@@ -517,12 +705,6 @@ def _group_sharing_rows(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return np.where(timed, (end - start) / np.where(timed, inverse, 1.0), instant)
 
 
-def _group_sharing(spans: Sequence[tuple[float, float]]) -> tuple[float, ...]:
-    """The effective sharing of each of one group's flows (``(start, end)`` each), in order."""
-    times = np.array(spans, dtype=np.float64).reshape(-1, 2)
-    return tuple(_group_sharing_rows(times[None, :, 0], times[None, :, 1])[0].tolist())
-
-
 _ROUND2_EXACT_BELOW = 1e6
 """Below it, ``x * 100`` is within 1.2e-8 of its exact value: ``rint`` then rounds it as
 ``round`` rounds the exact value, unless it lies within 1e-6 of a half (then ``round`` is used)."""
@@ -544,3 +726,9 @@ def _round2(values: np.ndarray) -> np.ndarray:
     for i in np.flatnonzero(doubtful).tolist():
         out[i] = round(float(values[i]), 2)
     return out
+
+
+def _side_degrees(pattern: Pattern) -> list[tuple[int, int]]:
+    """For each flow: (flows out of its sender, flows into its receiver) at its step."""
+    degrees = pattern.degrees()
+    return [(degrees[(f.step, f.src)][1], degrees[(f.step, f.dst)][0]) for f in pattern.flows]
