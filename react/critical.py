@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -47,13 +48,20 @@ def critical_path(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,
     gs = gates(pattern, execution)
     if not pattern.flows:
         return CriticalPath((), 0.0)
-    _begin, finish, before = _forward(gs, weights.tolist())
-    n = len(finish)
-    last = max(range(n), key=lambda i: (finish[i], -i))
-    chain = [last]
-    while before[chain[-1]] >= 0:
-        chain.append(before[chain[-1]])
-    return CriticalPath(tuple(reversed(chain)), float(finish[last]))
+    if len(pattern.flows) < _ARRAY_FLOWS:
+        _begin, finish, before = _forward_in_order(gs, weights.tolist())
+        last = max(range(len(finish)), key=lambda i: (finish[i], -i))
+        path = [last]
+        while before[path[-1]] >= 0:
+            path.append(before[path[-1]])
+        return CriticalPath(tuple(reversed(path)), float(finish[last]))
+    begin, finish, opened = _forward(_plan(pattern, execution, gs), weights)
+    last = int(np.argmax(finish))  # the latest end; ties: the lowest index
+    begins, finishes, opens = begin.tolist(), finish.tolist(), opened.tolist()
+    path = [last]
+    while (first := _before(gs, begins, finishes, opens, path[-1])) >= 0:
+        path.append(first)
+    return CriticalPath(tuple(reversed(path)), finishes[last])
 
 
 def schedule(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,
@@ -65,8 +73,12 @@ def schedule(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,
     """
     weights = _weights(pattern, fct_s, "schedule")
     gs = gates(pattern, execution)
-    begin, finish, _before = _forward(gs, weights.tolist())
-    return np.array(begin, dtype=np.float64), np.array(finish, dtype=np.float64)
+    if len(pattern.flows) < _ARRAY_FLOWS:
+        begin_in_order, finish_in_order, _before = _forward_in_order(gs, weights.tolist())
+        return (np.array(begin_in_order, dtype=np.float64),
+                np.array(finish_in_order, dtype=np.float64))
+    begin, finish, _opened = _forward(_plan(pattern, execution, gs), weights)
+    return begin, finish
 
 
 def _weights(pattern: Pattern, fct_s: Sequence[float] | np.ndarray, func: str) -> np.ndarray:
@@ -80,9 +92,88 @@ def _weights(pattern: Pattern, fct_s: Sequence[float] | np.ndarray, func: str) -
     return weights
 
 
-def _forward(gs: Gates, w: list[float]) -> tuple[list[float], list[float], list[int]]:
+_ARRAY_FLOWS = 256
+"""From this many flows on, the forward pass runs on arrays one step at a time; below, flow by
+flow in Python (numpy's per-call overhead outweighs it there)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A pattern's gates as arrays, for the forward pass one step at a time.
+
+    Every member of a gate has a lower step than every flow waiting for it (:class:`Gates`),
+    so the flows of one step (a slice, flows being sorted by step) wait only for gates whose
+    opening times are final. ``waits[i]``: flow ``i``'s gates, padded with the gate past the
+    last (never opened: time 0); per step, the gates its flows open, the flows (relative to
+    the step's first) sorted by gate, and where each gate's run of them starts.
+    """
+
+    gates: int
+    waits: np.ndarray
+    steps: tuple[tuple[int, int, np.ndarray, np.ndarray, np.ndarray], ...]
+
+
+def _plan(pattern: Pattern, execution: str, gs: Gates) -> _Plan:
+    return pattern.derived(("critical.plan", execution), lambda: _build_plan(pattern, gs))
+
+
+def _build_plan(pattern: Pattern, gs: Gates) -> _Plan:
+    n = len(pattern.flows)
+    num_gates = len(gs.members)
+    waits = _padded(gs.waits, n, num_gates)
+    opens = [len(o) for o in gs.opens]
+    open_gate = np.fromiter(chain.from_iterable(gs.opens), np.intp, sum(opens))
+    open_flow = np.repeat(np.arange(n), opens)
+    first_open = np.concatenate(([0], np.cumsum(opens)))
+    step = np.fromiter((f.step for f in pattern.flows), np.intp, n)
+    bounds = [0, *(np.flatnonzero(np.diff(step)) + 1).tolist(), n]
+    steps = []
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        g = open_gate[first_open[lo]:first_open[hi]]
+        order = np.argsort(g, kind="stable")
+        g = g[order]
+        runs = np.flatnonzero(np.concatenate(([g.size > 0], g[1:] != g[:-1])))
+        steps.append((lo, hi, g[runs], open_flow[first_open[lo]:first_open[hi]][order] - lo,
+                      runs))
+    return _Plan(num_gates, waits, tuple(steps))
+
+
+def _padded(rows: Sequence[tuple[int, ...]], n: int, pad: int) -> np.ndarray:
+    """``rows`` as an ``(n, longest)`` array, each row filled up with ``pad``."""
+    lengths = np.fromiter(map(len, rows), np.intp, n)
+    width = int(lengths.max()) if n else 0
+    out = np.full((n, width), pad, dtype=np.intp)
+    flat = np.fromiter(chain.from_iterable(rows), np.intp, int(lengths.sum()))
+    firsts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    out[np.repeat(np.arange(n), lengths), np.arange(flat.size) - firsts] = flat
+    return out
+
+
+def _forward(plan: _Plan, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each flow's start and end, and each gate's opening time, one step at a time.
+
+    A flow starts at the latest opening of its gates (0 without any) and ends its weight
+    later; a gate opens at the latest end of its members (0 without any). Maxima and one sum
+    per flow: the same floats as a pass in flow order.
+    """
+    n = w.size
+    begin = np.zeros(n)
+    finish = np.zeros(n)
+    opened = np.zeros(plan.gates + 1)
+    for lo, hi, gates_opened, members, runs in plan.steps:
+        start = (opened[plan.waits[lo:hi]].max(axis=1) if plan.waits.shape[1]
+                 else np.zeros(hi - lo))
+        begin[lo:hi] = start
+        end = finish[lo:hi] = start + w[lo:hi]
+        if runs.size:
+            opened[gates_opened] = np.maximum(opened[gates_opened],
+                                              np.maximum.reduceat(end[members], runs))
+    return begin, finish, opened[:-1]
+
+
+def _forward_in_order(gs: Gates, w: list[float]) -> tuple[list[float], list[float], list[int]]:
     """One pass in flow order: each flow's start and end, and the flow whose end let it start
-    (-1: none)."""
+    (-1: none). For small patterns, where it is faster than :func:`_forward` (same floats)."""
     n = len(w)
     begin = [0.0] * n
     finish = [0.0] * n
@@ -103,6 +194,20 @@ def _forward(gs: Gates, w: list[float]) -> tuple[list[float], list[float], list[
             if end > opened[g]:
                 opened[g], opener[g] = end, i
     return begin, finish, before
+
+
+def _before(gs: Gates, begin: list[float], finish: list[float], opened: list[float],
+            i: int) -> int:
+    """The flow whose end let flow ``i`` start (-1: none, it starts at 0).
+
+    Among the gates that opened when ``i`` started, the lowest of their openers; a gate's
+    opener is its lowest member whose end opened it.
+    """
+    start = begin[i]
+    if start == 0.0:
+        return -1
+    return min(min(j for j in gs.members[g] if finish[j] == start)
+               for g in gs.waits[i] if opened[g] == start)
 
 
 def estimated_time(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,

@@ -52,6 +52,7 @@ import statistics
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -145,7 +146,7 @@ class FctModel:
     _SCHEDULE_PASSES = 4
     """Rounds of pricing flows at the overlaps of the previous round's schedule."""
     _OVERLAP_MEMO_MAX = 100_000
-    """Groups kept by the overlap memo before it starts afresh (tens of MB at most)."""
+    """Groups kept by the overlap memo of small patterns before it starts afresh."""
 
     def __init__(self, observations: Sequence[_Observation], *, unseen: str = "links",
                  concurrency: str = "step") -> None:
@@ -181,9 +182,13 @@ class FctModel:
         self._pair_excess: dict[tuple[int, int], float] = {}
         if unseen in ("links", "links_least"):
             self._fit_links(observations, least=unseen == "links_least")
+        self._tables: _Tables | None = None
+        # Small patterns are priced flow by flow, each flow's FCT kept by what it depends on
+        # (ends, chunks, degrees; the bytes by the memo's key), since candidates differ in a
+        # few flows.
         self._memo: dict[tuple[object, float], dict[tuple[object, ...], float]] = {}
-        # Candidates' schedules mostly keep a sender's (receiver's) flows at the same times: in
-        # a 512-rank what-if, 4 of 5 groups priced were priced before.
+        # ... and each sender's (receiver's) group sharing by its flows' times: candidates'
+        # schedules mostly keep them.
         self._overlap_memo: dict[tuple[tuple[float, float], ...], tuple[float, ...]] = {}
 
     def _fit_links(self, observations: Sequence[_Observation], *, least: bool = False) -> None:
@@ -280,6 +285,40 @@ class FctModel:
                          else self._capacity / (in_degree + self._in_load[dst]))
         return min(rates) if rates else None
 
+    def _terms(self, src: np.ndarray, dst: np.ndarray, degree: np.ndarray) -> _Terms:
+        """What pricing the flows ``src -> dst`` of these degree classes looks up."""
+        if self._tables is None:
+            self._tables = _Tables(
+                _Lookup(dict.fromkeys(self._out_load, 1.0)),
+                _Lookup(dict.fromkeys(self._in_load, 1.0)),
+                _Lookup(self._out_load), _Lookup(self._in_load),
+                _Lookup(self._out_degraded), _Lookup(self._in_degraded),
+                _Lookup({a * _PAIRS + b: v for (a, b), v in self._pair_unit.items()}),
+                _Lookup({a * _PAIRS + b: v for (a, b), v in self._pair_excess.items()}),
+                _Lookup(self._degree_per_byte))
+        t = self._tables
+        out_known, _ = t.out_rated.get(src)
+        in_known, _ = t.in_rated.get(dst)
+        both = out_known & in_known
+        pairs = np.asarray(src, dtype=np.int64) * _PAIRS + dst
+        excess_seen, excess = t.pair_excesses.get(pairs)
+        return _Terms(out_known, both, out_known | in_known,
+                      *t.out_capacities.get(src), t.out_loads.get(src)[1],
+                      *t.in_capacities.get(dst), t.in_loads.get(dst)[1],
+                      *t.pair_units.get(pairs),
+                      np.where(both & excess_seen, excess, self._path_per_byte),
+                      *t.degree_costs.get(degree))
+
+    def _rates(self, terms: _Terms, out_degree: np.ndarray, in_degree: np.ndarray) -> np.ndarray:
+        # A link read as degraded gives C' / k, one shared C / (k + q).
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out_rate = np.where(terms.out_degraded, terms.out_capacity / out_degree,
+                                self._capacity / (out_degree + terms.out_load))
+            in_rate = np.where(terms.in_degraded, terms.in_capacity / in_degree,
+                               self._capacity / (in_degree + terms.in_load))
+        return np.where(terms.both, np.minimum(out_rate, in_rate),
+                        np.where(terms.out_known, out_rate, in_rate))
+
     def flow_fct(self, flow: Flow, degree: int, size_bytes: float, *,
                  out_degree: float | None = None, in_degree: float | None = None,
                  share: float | None = None) -> float:
@@ -319,6 +358,26 @@ class FctModel:
             return class_per_byte * size_bytes
         return self._median_unit * size_bytes * share
 
+    def _fcts(self, terms: _Terms, size: np.ndarray, out_degree: np.ndarray,
+              in_degree: np.ndarray, share: np.ndarray) -> np.ndarray:
+        """:meth:`flow_fct` of many flows at once (one per element; the same floats)."""
+        rate = self._rates(terms, out_degree, in_degree)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # Both links rated: their rate at the new degrees, plus this pair's own excess over
+            # its links' prediction when it was seen (its path), else the mean excess. One
+            # link rated and the pair never seen: that link, plus the mean excess.
+            per_byte = 1.0 / rate + terms.excess
+            if self._concurrency == "schedule" and self._capacity > 0:
+                # A pair seen faster than its links' prediction (its link mates were held
+                # back elsewhere) has a negative excess; no flow beats the best rate seen.
+                per_byte = np.maximum(per_byte, 1.0 / self._capacity)
+            return np.where(
+                terms.both, size * per_byte,
+                np.where(terms.seen, terms.unit * size * share,
+                         np.where(terms.linked, size * per_byte,
+                                  np.where(terms.classed, terms.class_per_byte * size,
+                                           self._median_unit * size * share))))
+
     def pattern_fcts(self, pattern: Pattern, message_bytes: float) -> np.ndarray:
         """Estimated FCT of every flow of ``pattern`` (pattern order).
 
@@ -326,6 +385,27 @@ class FctModel:
         repriced at the overlaps of the schedule those FCTs give, a few rounds: flows of
         different steps of different chunk graphs that run at the same time share their links.
         """
+        if len(pattern.flows) < _ARRAY_FLOWS:
+            return self._pattern_fcts_in_python(pattern, message_bytes)
+        flows = _flow_arrays(pattern)
+        degree = np.maximum(flows.out_step, flows.in_step)  # flow_degrees' class
+        size = flows.fraction * message_bytes  # as Pattern.flow_bytes
+        sides = flows.out_step.astype(np.float64), flows.in_step.astype(np.float64)
+        terms = self._terms(flows.src, flows.dst, degree)
+        fcts = self._fcts(terms, size, *sides, np.maximum(*sides))
+        if self._concurrency == "schedule":
+            groups = _SharingGroups(flows.src, flows.dst, size > 0)
+            for _round in range(self._SCHEDULE_PASSES):
+                start, end = schedule(pattern, fcts)
+                overlap = groups.rounded_sharing(start, end)
+                if all(np.array_equal(a, b) for a, b in zip(overlap, sides, strict=True)):
+                    break  # a fixed point (to 1%): the same sharing, the same FCTs
+                sides = overlap
+                fcts = self._fcts(terms, size, *sides, np.maximum(*sides))
+        return fcts
+
+    def _pattern_fcts_in_python(self, pattern: Pattern, message_bytes: float) -> np.ndarray:
+        """:meth:`pattern_fcts` flow by flow, for small patterns (the same floats)."""
         # The controller estimates many patterns that differ from each other in a few flows, so
         # each flow's estimate is kept by what it depends on (ends, degrees, bytes).
         # A flow's bytes depend on its chunks, the chunks' fractions and the message.
@@ -341,8 +421,8 @@ class FctModel:
                 if len(self._overlap_memo) > self._OVERLAP_MEMO_MAX:
                     self._overlap_memo.clear()
                 overlap = [(round(o, 2), round(i, 2)) for o, i in
-                           _overlap_sharing(pattern, start.tolist(), end.tolist(), live,
-                                            self._overlap_memo)]
+                           _overlap_sharing_in_python(pattern, start.tolist(), end.tolist(),
+                                                      live, self._overlap_memo)]
                 if overlap == sides:  # a fixed point (to 1%): the same sharing, the same FCTs
                     break
                 sides = overlap
@@ -368,19 +448,125 @@ class FctModel:
         return np.array(fcts)
 
 
+class _Tables(NamedTuple):
+    """A model's fitted values as :class:`_Lookup` tables, built when first priced on arrays."""
+
+    out_rated: _Lookup
+    in_rated: _Lookup
+    out_loads: _Lookup
+    in_loads: _Lookup
+    out_capacities: _Lookup  # of the links read as degraded
+    in_capacities: _Lookup
+    pair_units: _Lookup  # by src * _PAIRS + dst
+    pair_excesses: _Lookup
+    degree_costs: _Lookup
+
+
+class _Terms(NamedTuple):
+    """Per flow, what :meth:`FctModel._fcts` looks up once for all the rounds of a pattern."""
+
+    out_known: np.ndarray  # the sender's link is rated
+    both: np.ndarray  # both links are rated
+    linked: np.ndarray  # at least one is
+    out_degraded: np.ndarray  # the sender's link is read as degraded, of capacity:
+    out_capacity: np.ndarray
+    out_load: np.ndarray  # else its competing load
+    in_degraded: np.ndarray
+    in_capacity: np.ndarray
+    in_load: np.ndarray
+    seen: np.ndarray  # the pair was seen, at this unit cost:
+    unit: np.ndarray
+    excess: np.ndarray  # per byte over the links' prediction: the pair's, else the mean
+    classed: np.ndarray  # flows of this degree were seen, at this cost per byte:
+    class_per_byte: np.ndarray
+
+
+class _Lookup:
+    """A dict of integer keys to floats as sorted arrays, to look up many keys at once."""
+
+    def __init__(self, values: dict[int, float]) -> None:
+        keys = sorted(values)
+        self._keys = np.array(keys, dtype=np.int64)
+        self._values = np.array([values[k] for k in keys], dtype=np.float64)
+
+    def get(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Whether each key is present, and its value (NaN where absent)."""
+        keys = np.asarray(keys, dtype=np.int64)
+        if not self._keys.size:
+            return np.zeros(keys.shape, dtype=bool), np.full(keys.shape, np.nan)
+        at = np.minimum(np.searchsorted(self._keys, keys), self._keys.size - 1)
+        found = self._keys[at] == keys
+        return found, np.where(found, self._values[at], np.nan)
+
+
+_ARRAY_FLOWS = 256
+"""From this many flows on, a pattern is priced on arrays; below, flow by flow in Python (numpy's
+per-call overhead outweighs it there; both give the same floats)."""
+
+_PAIRS = 1 << 32
+"""A (src, dst) pair of ranks is looked up as ``src * _PAIRS + dst`` (ranks below 2**31)."""
+
+
+class _FlowArrays(NamedTuple):
+    """A pattern's flows as arrays (pattern order), kept with the pattern."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    fraction: np.ndarray  # of the message, as Pattern.flow_fraction
+    out_step: np.ndarray  # flows out of the sender at the flow's step (all chunk graphs)
+    in_step: np.ndarray  # flows into the receiver at the flow's step
+
+
+def _flow_arrays(pattern: Pattern) -> _FlowArrays:
+    return pattern.derived("estimate.flow_arrays", lambda: _build_flow_arrays(pattern))
+
+
+def _build_flow_arrays(pattern: Pattern) -> _FlowArrays:
+    flows = pattern.flows
+    n = len(flows)
+    src = np.fromiter(map(attrgetter("src"), flows), np.int64, n)
+    dst = np.fromiter(map(attrgetter("dst"), flows), np.int64, n)
+    step = np.fromiter(map(attrgetter("step"), flows), np.int64, n)
+    chunks = list(map(attrgetter("chunks"), flows))
+    fractions: dict[tuple[int, ...], float] = {}
+    for f, c in zip(flows, chunks, strict=True):
+        if c not in fractions:
+            fractions[c] = pattern.flow_fraction(f)
+    fraction = np.fromiter(map(fractions.__getitem__, chunks), np.float64, n)
+    low = int(min(src.min(), dst.min())) if n else 0
+    width = int(max(src.max(), dst.max())) - low + 1 if n else 1
+    out_key, in_key = step * width + (src - low), step * width + (dst - low)
+    # (step, rank) counted over both ends at once: a key's count in each role.
+    keys, where = np.unique(np.concatenate((out_key, in_key)), return_inverse=True)
+    out_count = np.bincount(where[:n], minlength=keys.size)
+    in_count = np.bincount(where[n:], minlength=keys.size)
+    return _FlowArrays(src, dst, fraction, out_count[where[:n]], in_count[where[n:]])
+
+
 def _overlap_sharing(pattern: Pattern, start: Sequence[float], end: Sequence[float],
-                     live: Sequence[bool],
-                     memo: dict[tuple[tuple[float, float], ...], tuple[float, ...]] | None = None,
-                     ) -> list[tuple[float, float]]:
+                     live: Sequence[bool]) -> list[tuple[float, float]]:
     """For each flow: among how many flows its sender's and its receiver's link were divided.
 
     A link shared fairly by ``k(t)`` flows gives each ``C / k(t)``, so over a flow's run its
     mean rate is ``C`` times the time-average of ``1 / k(t)``; the flow's *effective* sharing is
     the inverse of that average (1 alone, 2 with another flow throughout, 4/3 with another for
     half its time). ``k(t)`` counts the ``live`` flows out of the same sender (into the same
-    receiver) running at ``t``; a flow of zero duration gets its instant's count. ``memo``
-    keeps each group's result by its flows' (start, end) times.
+    receiver) running at ``t``; a flow of zero duration gets its instant's count.
     """
+    if len(pattern.flows) < _ARRAY_FLOWS:
+        return _overlap_sharing_in_python(pattern, start, end, live)
+    flows = _flow_arrays(pattern)
+    sender, receiver = _SharingGroups(flows.src, flows.dst, np.asarray(live, dtype=bool)).sharing(
+        np.asarray(start, dtype=np.float64), np.asarray(end, dtype=np.float64))
+    return list(zip(sender.tolist(), receiver.tolist(), strict=True))
+
+
+def _overlap_sharing_in_python(
+    pattern: Pattern, start: Sequence[float], end: Sequence[float], live: Sequence[bool],
+    memo: dict[tuple[tuple[float, float], ...], tuple[float, ...]] | None = None,
+) -> list[tuple[float, float]]:
+    """:func:`_overlap_sharing` group by group, for small patterns (the same floats); ``memo``
+    keeps each group's result by its flows' (start, end) times."""
     n = len(pattern.flows)
     outs: dict[int, list[int]] = {}
     ins: dict[int, list[int]] = {}
@@ -433,6 +619,118 @@ def _group_sharing(spans: Sequence[tuple[float, float]]) -> tuple[float, ...]:
             inverse += (cuts[m + 1] - cuts[m]) / k
         out.append((e - s) / inverse)
     return tuple(out)
+
+
+class _SharingGroups:
+    """The groups of :func:`_overlap_sharing` of one pattern, found once for all its rounds.
+
+    The live flows out of one sender (into one receiver) form a group; the groups of one size
+    are solved together as the rows of one array (:func:`_group_sharing_rows`).
+    """
+
+    def __init__(self, src: np.ndarray, dst: np.ndarray, live: np.ndarray) -> None:
+        n = src.size
+        alive = np.flatnonzero(live)
+        # Per group size: the members' flow indices (one row per group), and where each
+        # member's result goes in the (sender, receiver) results laid end to end.
+        by_size: dict[int, list[tuple[np.ndarray, int]]] = {}
+        for offset, ends in ((0, src), (n, dst)):
+            order = alive[np.argsort(ends[alive], kind="stable")]
+            sorted_ends = ends[order]
+            firsts = np.flatnonzero(np.concatenate(
+                ([order.size > 0], sorted_ends[1:] != sorted_ends[:-1])))
+            sizes = np.diff(np.append(firsts, order.size))
+            for size in np.unique(sizes[sizes >= 2]).tolist():
+                at = firsts[sizes == size]
+                by_size.setdefault(size, []).append(
+                    (order[at[:, None] + np.arange(size)], offset))
+        self._n = n
+        self._rows: list[tuple[np.ndarray, np.ndarray]] = []
+        for _size, parts in sorted(by_size.items()):
+            members = np.concatenate([m for m, _offset in parts])
+            targets = np.concatenate([m + offset for m, offset in parts])
+            self._rows.append((members, targets))
+
+    def sharing(self, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each flow's (sender, receiver) effective sharing, 1.0 outside a group."""
+        out = np.ones(2 * self._n)
+        for members, targets in self._rows:
+            out[targets] = _group_sharing_rows(start[members], end[members])
+        return out[:self._n], out[self._n:]
+
+    def rounded_sharing(self, start: np.ndarray,
+                        end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`sharing` with each value as ``round(x, 2)`` gives it (to 1%)."""
+        sender, receiver = self.sharing(start, end)
+        return _round2(sender), _round2(receiver)
+
+
+def _group_sharing_rows(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The effective sharing of each flow of each group (one group of ``(start, end)`` per row).
+
+    Over a group's elementary intervals (between consecutive starts and ends), the flows running
+    at an interval's midpoint are counted once for the whole group; a flow adds up ``length /
+    k`` over the intervals of its run, in time order, ``k`` being itself and the others running
+    (a flow that starts exactly when this one ends does not run alongside it). A repeated cut
+    makes an interval of length 0, which adds 0.0: the sums are those over distinct cuts.
+    """
+    cuts = np.sort(np.concatenate((start, end), axis=1), axis=1)
+    low, high = cuts[:, :-1], cuts[:, 1:]
+    mid = 0.5 * (low + high)  # (groups, intervals)
+    # Flows with start <= mid < end: those started by then less those ended (end >= start).
+    running = np.zeros(mid.shape, dtype=np.int64)
+    for j in range(start.shape[1]):
+        running += start[:, j, None] <= mid
+        running -= end[:, j, None] <= mid
+    inverse = np.zeros(start.shape)
+    if not np.any((mid == high) & (low < high)):
+        # No midpoint rounds onto a cut: inside a flow's run it runs at every midpoint, so
+        # the count there includes it.
+        per_flow = (high - low) / np.maximum(running, 1)
+        for m in range(mid.shape[1]):  # in time order, as a running sum
+            low_m = low[:, m, None]
+            inverse += per_flow[:, m, None] * ((start <= low_m) & (low_m < end))
+    else:
+        s, e = start[:, :, None], end[:, :, None]  # (groups, flows, 1)
+        mid3 = mid[:, None, :]
+        k = 1 + running[:, None, :] - ((s <= mid3) & (mid3 < e))
+        # A midpoint that rounds onto a flow's end: the flows starting there are not alongside.
+        starting_at_end = ((start[:, None, :] == e) & (e < end[:, None, :])).sum(axis=2)
+        k -= (mid3 == e) * starting_at_end[:, :, None]
+        inside = (s <= low[:, None, :]) & (low[:, None, :] < e)
+        terms = np.where(inside, (high - low)[:, None, :] / np.where(inside, k, 1), 0.0)
+        for term in np.moveaxis(terms, 2, 0):  # in time order, as a running sum
+            inverse += term
+    timed = end > start
+    if timed.all():
+        return (end - start) / inverse
+    # An instant: the other flows running then.
+    instant = 1.0 + ((start[:, None, :] < end[:, :, None])
+                     & (end[:, None, :] > start[:, :, None])).sum(axis=2)
+    return np.where(timed, (end - start) / np.where(timed, inverse, 1.0), instant)
+
+
+_ROUND2_EXACT_BELOW = 1e6
+"""Below it, ``x * 100`` is within 1.2e-8 of its exact value: ``rint`` then rounds it as
+``round`` rounds the exact value, unless it lies within 1e-6 of a half (then ``round`` is used)."""
+
+
+def _round2(values: np.ndarray) -> np.ndarray:
+    """``[round(x, 2) for x in values]``, the same floats, mostly without a call per value.
+
+    ``round(x, 2)`` is the float nearest to ``K / 100``, ``K`` the exact ``100 x`` rounded
+    half to even; ``rint(100 x) / 100`` is the same float when ``100 x`` computed in floats
+    rounds to the same ``K`` (it does unless it lies next to a half) and ``K / 100`` is divided
+    correctly rounded (it is, ``K`` being an exact integer).
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # huge or infinite: doubtful anyway
+        scaled = values * 100.0
+        out = np.rint(scaled) / 100.0
+        doubtful = ~(np.abs(values) < _ROUND2_EXACT_BELOW) | (
+            np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6)
+    for i in np.flatnonzero(doubtful).tolist():
+        out[i] = round(float(values[i]), 2)
+    return out
 
 
 def _side_degrees(pattern: Pattern) -> list[tuple[int, int]]:

@@ -1,5 +1,8 @@
 """The §5.4.1 FCT estimate: seen pairs scale by bytes and degree; unseen ones by links or median."""
 
+import math
+
+import numpy as np
 import pytest
 
 from react.backends.base import EpochResult, FlowTiming
@@ -179,10 +182,18 @@ def _exact_sharing(spans, i):
     return (e - s) / inverse
 
 
-def test_group_sharing_matches_the_definition_on_random_groups():
+def _group_sharing_on_arrays(spans):
+    from react.estimate import _group_sharing_rows
+    return _group_sharing_rows(np.array([[a for a, _b in spans]]),
+                               np.array([[b for _a, b in spans]]))[0].tolist()
+
+
+@pytest.mark.parametrize("implementation", ["python", "arrays"])
+def test_group_sharing_matches_the_definition_on_random_groups(implementation):
     import random
 
     from react.estimate import _group_sharing
+    sharing = _group_sharing if implementation == "python" else _group_sharing_on_arrays
     rng = random.Random(7)
     points = [0.0, 0.5, 1.0, 1.0000000000000002, 2.0]  # ties, adjacent floats, instants
     for _ in range(400):
@@ -191,20 +202,75 @@ def test_group_sharing_matches_the_definition_on_random_groups():
                   for _ in range(n)]
         spans = [(a, max(a, rng.choice(points) if rng.random() < 0.6 else a + rng.uniform(0, 1)))
                  for a in starts]
-        got = _group_sharing(spans)
+        got = sharing(spans)
         for i in range(n):
             assert got[i] == pytest.approx(float(_exact_sharing(spans, i)), rel=1e-12), spans
 
 
-def test_overlap_sharing_memo_gives_the_same_numbers():
-    from react.estimate import _overlap_sharing
-    p = Pattern("broadcast", (0, 1, 2, 3), (Chunk(0, 0.5), Chunk(1, 0.5)),
-                (Flow(1, 0, 1, (0,)), Flow(1, 3, 1, (1,)), Flow(2, 0, 2, (1,))), root=0)
-    start, end, live = [0.0, 0.0, 1.0], [2.0, 2.0, 3.0], [True] * 3
-    memo: dict = {}
-    first = _overlap_sharing(p, start, end, live, memo)
-    assert memo and _overlap_sharing(p, start, end, live, memo) == first
-    assert _overlap_sharing(p, start, end, live) == first
+@pytest.mark.parametrize("implementation", ["python", "arrays"])
+def test_overlap_sharing_of_groups_of_several_sizes_matches_the_definition(implementation):
+    import random
+
+    from react.estimate import _flow_arrays, _overlap_sharing_in_python, _SharingGroups
+    # Senders 0..5 send 1..6 flows (groups of every size solved together); receivers get a
+    # mix; one flow is not live (zero bytes): it neither counts nor is counted.
+    rng = random.Random(3)
+    flows = [Flow(step, src, 6 + (src * 7 + step) % 5, (0,))
+             for src in range(6) for step in range(1, src + 2)]
+    p = Pattern("allreduce", tuple(range(11)), (Chunk(0, 1.0),), flows)
+    points = [0.0, 1.0, 1.0000000000000002, 2.0]
+    start = [rng.choice(points) if rng.random() < 0.4 else rng.uniform(0, 2) for _ in p.flows]
+    end = [a if rng.random() < 0.1 else a + rng.choice([1.0, rng.uniform(0, 2)]) for a in start]
+    live = [i != 4 for i in range(len(p.flows))]
+    if implementation == "python":
+        got = _overlap_sharing_in_python(p, start, end, live)
+    else:
+        flows = _flow_arrays(p)
+        sides = _SharingGroups(flows.src, flows.dst, np.array(live)).sharing(np.array(start),
+                                                                           np.array(end))
+        got = list(zip(*(side.tolist() for side in sides), strict=True))
+    for side, key in ((0, "src"), (1, "dst")):
+        for i, f in enumerate(p.flows):
+            group = [j for j, g in enumerate(p.flows)
+                     if live[j] and getattr(g, key) == getattr(f, key)]
+            if not live[i] or len(group) < 2:
+                assert got[i][side] == 1.0
+                continue
+            spans = [(start[j], end[j]) for j in group]
+            want = float(_exact_sharing(spans, group.index(i)))
+            assert got[i][side] == pytest.approx(want, rel=1e-12), (i, side, spans)
+
+
+def test_round2_is_pythons_round():
+    from react.estimate import _round2
+    # Halves of a cent as written (0.125 is exact and rounds to even, 1.005 and 2.675 are
+    # stored just below their half), their neighbouring floats, large and infinite values.
+    values = [0.125, 0.375, 1.005, 2.675, 0.015, 1e7 + 0.005, 123456.785, -0.125, 0.0,
+              math.inf, 1.0, 4 / 3]
+    values += [math.nextafter(v, math.inf) for v in values] + [
+        math.nextafter(v, -math.inf) for v in values]
+    values += [k / 200 for k in range(2000)] + [k / 1000 + 1e-12 for k in range(2000)]
+    assert _round2(np.array(values)).tolist() == [round(v, 2) for v in values]
+
+
+def test_large_patterns_priced_on_arrays_as_flow_by_flow():
+    import random
+
+    from react.estimate import _ARRAY_FLOWS, FctModel, _Observation
+    from react.patterns import allreduce_double_binary_tree
+    # 128 ranks: 508 flows, priced on arrays; flow by flow must give the same floats. Random
+    # observations of some pairs (seen, rated links, a degraded-looking link, unseen pairs).
+    p = allreduce_double_binary_tree(128)
+    assert len(p.flows) >= _ARRAY_FLOWS
+    rng = random.Random(5)
+    obs = [_Observation(f.src, f.dst, 1, 1e6, rng.uniform(1e-4, 1e-3), rng.choice([1.0, 1.5, 2.0]),
+                        rng.choice([1.0, 2.0, 3.0])) for f in rng.sample(p.flows, 300)]
+    for unseen in ("links", "degree_median"):
+        for concurrency in ("step", "schedule"):
+            model = FctModel(obs, unseen=unseen, concurrency=concurrency)
+            on_arrays = model.pattern_fcts(p, 4e6)
+            in_python = model._pattern_fcts_in_python(p, 4e6)
+            assert on_arrays.tolist() == in_python.tolist()
 
 
 def slow_into_2(shared_rate):
