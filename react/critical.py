@@ -49,12 +49,12 @@ def critical_path(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,
     if not pattern.flows:
         return CriticalPath((), 0.0)
     if len(pattern.flows) < _ARRAY_FLOWS:
-        _begin, finish, before = _forward_in_order(gs, weights.tolist())
-        last = max(range(len(finish)), key=lambda i: (finish[i], -i))
+        _begin, ends, before = _forward_in_order(gs, weights.tolist())
+        last = max(range(len(ends)), key=lambda i: (ends[i], -i))
         path = [last]
         while before[path[-1]] >= 0:
             path.append(before[path[-1]])
-        return CriticalPath(tuple(reversed(path)), float(finish[last]))
+        return CriticalPath(tuple(reversed(path)), float(ends[last]))
     begin, finish, opened = _forward(_plan(pattern, execution, gs), weights)
     last = int(np.argmax(finish))  # the latest end; ties: the lowest index
     begins, finishes, opens = begin.tolist(), finish.tolist(), opened.tolist()
