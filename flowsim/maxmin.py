@@ -247,18 +247,10 @@ def water_fill_lists(paths: Sequence[Sequence[int]], weights: Sequence[float],
                     wsum[lk] = 1.0
                     rem[lk] = capacity[lk]
     else:
-        width = max(map(len, paths))
-        for pos in range(width):  # the array core's bincount order: position, then flow
-            for path, w in zip(paths, weights, strict=True):
-                if pos < len(path):
-                    lk = path[pos]
-                    if lk in wsum:
-                        wsum[lk] += w
-                    else:
-                        wsum[lk] = 0.0 + w
-                        rem[lk] = capacity[lk]
+        _add_by_position(paths, weights, wsum)
+        rem = {lk: capacity[lk] for lk in wsum}
     rates = [0.0] * n
-    active = range(n)
+    active: Sequence[int] = range(n)
     inf = math.inf
     while True:
         share = {lk: rem[lk] / s for lk, s in wsum.items()}
@@ -291,15 +283,7 @@ def water_fill_lists(paths: Sequence[Sequence[int]], weights: Sequence[float],
             break
         # Per-link sums of the frozen flows, by path position then flow, as bincount adds them.
         dec: dict[int, float] = {}
-        for pos in range(max([len(paths[i]) for i in fixed])):
-            for i, r in zip(fixed, fixed_rate, strict=True):
-                path = paths[i]
-                if pos < len(path):
-                    lk = path[pos]
-                    if lk in dec:
-                        dec[lk] += r
-                    else:
-                        dec[lk] = 0.0 + r
+        _add_by_position([paths[i] for i in fixed], fixed_rate, dec)
         for lk, d in dec.items():
             rem[lk] -= d
         if unit:
@@ -314,18 +298,24 @@ def water_fill_lists(paths: Sequence[Sequence[int]], weights: Sequence[float],
             # The weight sums of the flows still rising, afresh (the array core's order):
             # subtracting frozen weights would swamp tiny weights beside large ones.
             wsum = {}
-            for pos in range(max([len(paths[i]) for i in waiting])):
-                for i in waiting:
-                    path = paths[i]
-                    if pos < len(path):
-                        lk = path[pos]
-                        if lk in wsum:
-                            wsum[lk] += weights[i]
-                        else:
-                            wsum[lk] = 0.0 + weights[i]
+            _add_by_position([paths[i] for i in waiting], [weights[i] for i in waiting], wsum)
         active = waiting
     # Round-off can leave a full link a hair below zero; no rate is negative.
     return [r if r > 0.0 else 0.0 for r in rates]
+
+
+def _add_by_position(paths: Sequence[Sequence[int]], values: Sequence[float],
+                     sums: dict[int, float]) -> None:
+    """Add each path's value to each of its links in ``sums``, by path position then path: the
+    order in which ``bincount`` adds them in the array core, so both give the same floats."""
+    for pos in range(max(map(len, paths))):
+        for path, v in zip(paths, values, strict=True):
+            if pos < len(path):
+                lk = path[pos]
+                if lk in sums:
+                    sums[lk] += v
+                else:
+                    sums[lk] = 0.0 + v
 
 
 def max_min_rates(
