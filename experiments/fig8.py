@@ -86,7 +86,7 @@ def scenario(failed: int, capacity_gbps: float, seed: int, *, epochs: int,
                   "placement": "spread", "message_bytes": 20e6, "epochs": epochs,
                   # The default as plain true, so that stored runs keep their keys; the other
                   # estimates as they were recorded, without the default's search slack.
-                  "react": react_entry(dict(settings or {})) if concurrency in
+                  "react": react_entry(settings or {}) if concurrency in
                   ("", DEFAULT_CONCURRENCY) else
                   {"concurrency": concurrency, "search_slack": 0.0, **(settings or {})}}],
         "failures": [{"link": link, "capacity_bps": capacity_gbps * 1e9, "at_s": 0.0}

@@ -48,7 +48,7 @@ def critical_path(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,
     gs = gates(pattern, execution)
     if not pattern.flows:
         return CriticalPath((), 0.0)
-    if len(pattern.flows) < _ARRAY_FLOWS:
+    if len(pattern.flows) < ARRAY_FLOWS:
         _begin, ends, before = _forward_in_order(gs, weights.tolist())
         last = max(range(len(ends)), key=lambda i: (ends[i], -i))
         path = [last]
@@ -73,7 +73,7 @@ def schedule(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,
     """
     weights = _weights(pattern, fct_s, "schedule")
     gs = gates(pattern, execution)
-    if len(pattern.flows) < _ARRAY_FLOWS:
+    if len(pattern.flows) < ARRAY_FLOWS:
         begin_in_order, finish_in_order, _before = _forward_in_order(gs, weights.tolist())
         return (np.array(begin_in_order, dtype=np.float64),
                 np.array(finish_in_order, dtype=np.float64))
@@ -92,9 +92,10 @@ def _weights(pattern: Pattern, fct_s: Sequence[float] | np.ndarray, func: str) -
     return weights
 
 
-_ARRAY_FLOWS = 256
-"""From this many flows on, the forward pass runs on arrays one step at a time; below, flow by
-flow in Python (numpy's per-call overhead outweighs it there)."""
+ARRAY_FLOWS = 256
+"""From this many flows on, the forward pass here and the estimate's pricing
+(:mod:`react.estimate`) run on arrays; below, flow by flow in Python (numpy's per-call overhead
+outweighs it there; both give the same floats)."""
 
 
 @dataclass(frozen=True, slots=True)

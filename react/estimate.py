@@ -58,6 +58,7 @@ from typing import NamedTuple
 import numpy as np
 
 from react.backends.base import EpochResult
+from react.critical import ARRAY_FLOWS as _ARRAY_FLOWS
 from react.critical import schedule
 from react.detect import check_ran, flow_degrees
 from react.errors import ReactError
@@ -335,7 +336,8 @@ class FctModel:
         pair = (flow.src, flow.dst)
         if flow.src in self._out_load and flow.dst in self._in_load:
             # Both links rated: their rate at the new degrees, plus this pair's own excess over
-            # its links' prediction when it was seen (its path), else the mean excess.
+            # its links' prediction when it was seen (its path), else the unseen pairs' excess
+            # (the mean or, with "links_least", the least seen).
             rate = self._link_rate(flow.src, flow.dst, out_degree, in_degree)
             assert rate is not None
             per_byte = 1.0 / rate + self._pair_excess.get(pair, self._path_per_byte)
@@ -364,8 +366,8 @@ class FctModel:
         rate = self._rates(terms, out_degree, in_degree)
         with np.errstate(divide="ignore", invalid="ignore"):
             # Both links rated: their rate at the new degrees, plus this pair's own excess over
-            # its links' prediction when it was seen (its path), else the mean excess. One
-            # link rated and the pair never seen: that link, plus the mean excess.
+            # its links' prediction when it was seen (its path), else the unseen pairs' excess
+            # (mean or least). One link rated and the pair never seen: that link, plus it.
             per_byte = 1.0 / rate + terms.excess
             if self._concurrency == "schedule" and self._capacity > 0:
                 # A pair seen faster than its links' prediction (its link mates were held
@@ -498,10 +500,6 @@ class _Lookup:
         found = self._keys[at] == keys
         return found, np.where(found, self._values[at], np.nan)
 
-
-_ARRAY_FLOWS = 256
-"""From this many flows on, a pattern is priced on arrays; below, flow by flow in Python (numpy's
-per-call overhead outweighs it there; both give the same floats)."""
 
 _PAIRS = 1 << 32
 """A (src, dst) pair of ranks is looked up as ``src * _PAIRS + dst`` (ranks below 2**31)."""
