@@ -79,14 +79,14 @@ def test_critical_path_breaks_ties_towards_the_lowest_flow():
 def test_large_patterns_run_on_arrays_as_flow_by_flow(execution):
     import numpy as np
 
-    from react.critical import _ARRAY_FLOWS, _forward_in_order
+    from react.critical import ARRAY_FLOWS, _forward_in_order
     from react.execution import gates
     from react.patterns import allgather_recursive_doubling, allreduce_double_binary_tree
-    # Above _ARRAY_FLOWS the pass runs one step at a time on arrays; the pass in flow order
+    # Above ARRAY_FLOWS the pass runs one step at a time on arrays; the pass in flow order
     # must give the same starts, ends and chain, with random, tied and zero weights.
     rng = np.random.default_rng(3)
     for p in (allreduce_double_binary_tree(128), allgather_recursive_doubling(64)):
-        assert len(p.flows) >= _ARRAY_FLOWS
+        assert len(p.flows) >= ARRAY_FLOWS
         for w in (rng.uniform(0, 1, len(p.flows)), rng.integers(0, 3, len(p.flows)) * 0.5,
                   np.zeros(len(p.flows))):
             begin, finish, before = _forward_in_order(gates(p, execution), w.tolist())

@@ -256,12 +256,13 @@ def test_round2_is_pythons_round():
 def test_large_patterns_priced_on_arrays_as_flow_by_flow():
     import random
 
-    from react.estimate import _ARRAY_FLOWS, FctModel, _Observation
+    from react.critical import ARRAY_FLOWS
+    from react.estimate import FctModel, _Observation
     from react.patterns import allreduce_double_binary_tree
     # 128 ranks: 508 flows, priced on arrays; flow by flow must give the same floats. Random
     # observations of some pairs (seen, rated links, a degraded-looking link, unseen pairs).
     p = allreduce_double_binary_tree(128)
-    assert len(p.flows) >= _ARRAY_FLOWS
+    assert len(p.flows) >= ARRAY_FLOWS
     rng = random.Random(5)
     obs = [_Observation(f.src, f.dst, 1, 1e6, rng.uniform(1e-4, 1e-3), rng.choice([1.0, 1.5, 2.0]),
                         rng.choice([1.0, 2.0, 3.0])) for f in rng.sample(p.flows, 300)]
