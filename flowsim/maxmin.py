@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
+from itertools import zip_longest
 from typing import TypeVar
 
 import numpy as np
@@ -308,14 +309,12 @@ def _add_by_position(paths: Sequence[Sequence[int]], values: Sequence[float],
                      sums: dict[int, float]) -> None:
     """Add each path's value to each of its links in ``sums``, by path position then path: the
     order in which ``bincount`` adds them in the array core, so both give the same floats."""
-    for pos in range(max(map(len, paths))):
-        for path, v in zip(paths, values, strict=True):
-            if pos < len(path):
-                lk = path[pos]
-                if lk in sums:
-                    sums[lk] += v
-                else:
-                    sums[lk] = 0.0 + v
+    get = sums.get
+    for column in zip_longest(*paths):  # path position by path position, None past a path's end
+        for lk, v in zip(column, values, strict=True):
+            if lk is not None:
+                s = get(lk)
+                sums[lk] = 0.0 + v if s is None else s + v
 
 
 def max_min_rates(

@@ -233,6 +233,7 @@ class Network:
         self._lv: list[float] = [0.0] * size
         self._rt: list[float] = [0.0] * size
         self._wt: list[float] = [1.0] * size
+        self._endl: list[float] = [math.inf] * size  # _end's mirror: the next finish, in Python
         # Bytes left, bytes sent and t0 live in Python lists while the plain-Python re-solve runs
         # (few flows) and in the arrays above while the numpy one runs; _sync_state moves them
         # when the engine switches (rarely: when the number of running flows crosses the
@@ -364,7 +365,7 @@ class Network:
         # (even at rate 0); its level is inf so that it is never kept at an old rate.
         self._rate[slot] = -1.0
         self._level[slot] = math.inf
-        self._end[slot] = math.inf
+        self._end[slot] = self._endl[slot] = math.inf
         self._alive[slot] = True
         self._wt[slot] = w
         self._lv[slot] = math.inf
@@ -463,7 +464,7 @@ class Network:
             self._pending_departed = True
             self._rate[slot] = self._rt[slot] = -1.0
             self._level[slot] = self._lv[slot] = math.inf
-            self._end[slot] = math.inf
+            self._end[slot] = self._endl[slot] = math.inf
             self._arrivals.append(slot)
         self._n_weighted += (w != 1.0) - (m.weight != 1.0)
         self._weight[slot] = self._wt[slot] = w
@@ -627,6 +628,7 @@ class Network:
             self._lv.extend([0.0] * (new - old))
             self._rt.extend([0.0] * (new - old))
             self._wt.extend([1.0] * (new - old))
+            self._endl.extend([math.inf] * (new - old))
             self._t0l.extend([0.0] * (new - old))
             self._leftl.extend([0.0] * (new - old))
             self._sentl.extend([0.0] * (new - old))
@@ -707,7 +709,7 @@ class Network:
         if m.cap_link >= 0:
             self._free_cap_links.append(m.cap_link)
         self._alive[slot] = False
-        self._end[slot] = math.inf
+        self._end[slot] = self._endl[slot] = math.inf
         self._rate[slot] = 0.0
         self._level[slot] = math.nan
         self._meta[slot] = None
@@ -735,17 +737,28 @@ class Network:
         self._timer = None
         self._timer_at = math.inf
         now = float(self.env.now)
-        due = (self._end <= now + _FINISH_RTOL * now).nonzero()[0]
-        if due.size == 0:
+        limit = now + _FINISH_RTOL * now
+        running = self._slot_of
+        if len(running) <= _LIST_FLOWS:
+            endl = self._endl
+            due = [s for s in running.values() if endl[s] <= limit]
+        else:
+            due = (self._end <= limit).nonzero()[0].tolist()
+        if not due:
             self._arm_timer()
             return
         # Finish in flow-id order so that ties are deterministic and readable.
-        for slot in sorted(due.tolist(), key=lambda s: self._flow(s).flow_id):
+        for slot in sorted(due, key=lambda s: self._flow(s).flow_id):
             self._depart(int(slot), now, stopped=False)
         self._schedule_resolve()
 
     def _arm_timer(self) -> None:
-        t_next = float(np.minimum.reduce(self._end))  # never empty: slots start at 64
+        running = self._slot_of
+        if len(running) <= _LIST_FLOWS:  # Python's min over few flows beats numpy's over all slots
+            endl = self._endl
+            t_next = min(map(endl.__getitem__, running.values()), default=math.inf)
+        else:
+            t_next = float(np.minimum.reduce(self._end))  # never empty: slots start at 64
         if t_next == math.inf or t_next >= self._timer_at:
             # An earlier (or equal) timer is already queued; it re-arms when it fires.
             return
@@ -903,7 +916,11 @@ class Network:
             for lk in path:
                 if lk in residual:
                     continue
-                others = [o for o in members[lk] if o not in inside]
+                ms = members[lk]
+                if ms <= inside:  # every flow on it is re-solved
+                    residual[lk] = cap[lk]
+                    continue
+                others = [o for o in ms if o not in inside]
                 if others:
                     if len(others) > 1:
                         others.sort(key=lambda o: (meta[o].links.index(lk), o))  # type: ignore
@@ -979,7 +996,7 @@ class Network:
             t0, sent, left_of = self._t0, self._sent, self._left
         lv, rt, wt, meta, load = self._lv, self._rt, self._wt, self._meta, self._load
         valid = self._loads_valid
-        rate_a, level_a, end_a = self._rate, self._level, self._end
+        rate_a, level_a, end_a, endl = self._rate, self._level, self._end, self._endl
         inf = math.inf
         for s, r in zip(solve, rates, strict=True):
             old = rt[s]
@@ -991,7 +1008,7 @@ class Network:
                 t0[s] = now
                 rt[s] = rate_a[s] = r
                 lv[s] = level_a[s] = r / wt[s]
-                end_a[s] = now + left / r if r > 0 else inf
+                end_a[s] = endl[s] = now + left / r if r > 0 else inf
                 if valid:
                     delta = r - old if old > 0 else r
                     for lk in meta[s].links:  # type: ignore[union-attr]
@@ -1016,11 +1033,13 @@ class Network:
         self._level[sl] = level
         with np.errstate(divide="ignore", invalid="ignore"):
             self._end[sl] = np.where(new_rate > 0, now + left / new_rate, math.inf)
-        lv, rt, meta, load = self._lv, self._rt, self._meta, self._load
+        lv, rt, meta, load, endl = self._lv, self._rt, self._meta, self._load, self._endl
         valid = self._loads_valid
-        for slot, x, r in zip(sl.tolist(), level.tolist(), new_rate.tolist(), strict=True):
+        for slot, x, r, e in zip(sl.tolist(), level.tolist(), new_rate.tolist(),
+                                 self._end[sl].tolist(), strict=True):
             old = rt[slot]
             lv[slot] = x
+            endl[slot] = e
             rt[slot] = r
             if valid:
                 delta = r - old if old > 0 else r

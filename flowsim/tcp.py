@@ -343,28 +343,34 @@ class TcpNetwork(Network):
 
     def _resolve_now(self) -> None:
         """Re-solve; then hold back each flow whose rate rose at its old rate for a while
-        (``ramp_segments``): it is capped there, and the cap lifted after the hold."""
+        (``ramp_segments``): it is capped there, the rates re-solved with the holds at once
+        (as the next event of this instant would), and the cap lifted after the hold."""
         super()._resolve_now()
-        if not self._rises:
-            self._released.clear()
-            return
-        rises, self._rises = self._rises, []
-        segments = self.model.ramp_segments
-        for slot, old, new in rises:
-            m = self._meta[slot]
-            if m is None:
-                continue
-            fid = m.flow_id
-            if fid in self._hold or fid in self._released:
-                continue
-            rtt = self._rtt[fid]
-            hold = (new - old) * 8.0 * rtt * rtt / (2.0 * segments * SEGMENT_BITS)
-            if not hold > 0:
-                continue
-            self._hold[fid] = old * 8.0
-            self._apply_cap(fid)
-            self.env.timeout(hold).callbacks.append(partial(self._release, fid))
-        self._released.clear()
+        released = self._released
+        while self._rises:
+            rises, self._rises = self._rises, []
+            segments = self.model.ramp_segments
+            held = False
+            for slot, old, new in rises:
+                m = self._meta[slot]
+                if m is None:
+                    continue
+                fid = m.flow_id
+                if fid in self._hold or fid in released:
+                    continue
+                rtt = self._rtt[fid]
+                hold = (new - old) * 8.0 * rtt * rtt / (2.0 * segments * SEGMENT_BITS)
+                if not hold > 0:
+                    continue
+                if not held:  # the caps' re-solve runs below, not as an event of its own
+                    held = self._pending = True
+                self._hold[fid] = old * 8.0
+                self._apply_cap(fid)
+                self.env.timeout(hold).callbacks.append(partial(self._release, fid))
+            released.clear()
+            if held:
+                super()._resolve_now()
+        released.clear()
 
     def _release(self, flow_id: int, _event: simpy.Event | None = None) -> None:
         """End a flow's hold: back to its other caps (its rise then is not held again)."""
