@@ -36,7 +36,7 @@ Model
   arrived again with its new weight (bytes sent, path and cap kept), so the incremental
   re-solve needs nothing new either.
 - **Records** (``network.records``) are appended when each flow's event fires, so they are in
-  ``end_s`` order. A completion predicted earlier and then superseded leaves an idle internal
+  ``end_s`` order (unless ``keep_records`` is off: then only the events carry them). A completion predicted earlier and then superseded leaves an idle internal
   timer in the queue (SimPy cannot cancel an event), so ``env.run()`` without ``until`` may stop
   a little after the last completion: read times from the records, not from ``env.now``.
 
@@ -189,20 +189,29 @@ class Network:
         ECMP seed of the default router.
     monitor_links : bool
         Record every link's load over time for :meth:`link_load` and :meth:`link_utilisation`.
+    keep_records : bool
+        Keep every finished flow's record in ``records`` (the default). A long run whose
+        caller reads each flow's record from its event only (the job driver) turns it off:
+        the records are most of what a what-if study holds in memory.
 
     Attributes
     ----------
     records : list of FlowRecord
-        Finished flows, in completion order (by ``end_s``; ties in the order they finished).
+        Finished flows, in completion order (by ``end_s``; ties in the order they finished);
+        empty while ``keep_records`` is off.
+    keep_records : bool
+        Whether finished flows are kept in ``records``; may be changed between flows.
     """
 
     def __init__(self, topology: Topology, *, env: simpy.Environment | None = None,
-                 router: Any = None, seed: int = 0, monitor_links: bool = False) -> None:
+                 router: Any = None, seed: int = 0, monitor_links: bool = False,
+                 keep_records: bool = True) -> None:
         self.topology = topology
         self.env = env if env is not None else simpy.Environment()
         self._router = router
         self.seed = seed
         self.records: list[FlowRecord] = []
+        self.keep_records = keep_records
         links = topology.links
         self._n_links = n = len(links)
         # Rates are solved in bytes per second (capacity_bps / 8 is exact in binary floating point).
@@ -728,7 +737,8 @@ class Network:
             arrive.callbacks.append(lambda _ev: self._deliver(m.event, record))
 
     def _deliver(self, event: FlowDone, record: FlowRecord) -> None:
-        self.records.append(record)
+        if self.keep_records:
+            self.records.append(record)
         event.succeed(record)
 
     def _on_timer(self, event: simpy.Event) -> None:

@@ -440,7 +440,8 @@ class TcpNetwork(Network):
         if relay is None:
             super()._deliver(event, record)
             return
-        self.records.append(record)
+        if self.keep_records:
+            self.records.append(record)
         self._finish(*relay, record)
 
     def _finish(self, outer: FlowDone, size: float, asked: float, record: FlowRecord) -> None:

@@ -1,17 +1,19 @@
 """How much memory a simulated scenario will hold, estimated before it starts.
 
 A run keeps every flow of every epoch: the job's :class:`~react.backends.base.FlowTiming` per
-flow and epoch (the controller and the reports read them) and the network's
-:class:`~flowsim.records.FlowRecord` per finished flow. That is ``flows per epoch x epochs``
-records per job, summed over jobs, and it is what grows with a what-if study: a ring AllReduce
-of 240 ranks has 114,720 flows per epoch, so 20 epochs of it are 2.3 million records. Estimating
-this before starting turns a machine that would swap for an hour into one clear line.
+flow and epoch (the controller and the reports read them) and, when a trace is asked for, the
+network's :class:`~flowsim.records.FlowRecord` per finished flow too (a plain run keeps none,
+:func:`react.scenario.run_scenario`). That is ``flows per epoch x epochs`` records per job,
+summed over jobs, and it is what grows with a what-if study: a ring AllReduce of 240 ranks has
+114,720 flows per epoch, so 20 epochs of it are 2.3 million records. Estimating this before
+starting turns a machine that would swap for an hour into one clear line.
 
 The cost per record was measured with ``tracemalloc`` (peak of a run minus the peak of the same
-run with fewer epochs, divided by the extra flow-epochs): 270-390 bytes on CPython 3.11 (the
-test suite checks the bound); :data:`BYTES_PER_FLOW_EPOCH` rounds it up. Background traffic is
-not counted (long-lived flows leave one record each; a periodic source's count depends on how
-long the jobs take).
+run with fewer epochs, divided by the extra flow-epochs, on CPython 3.11; the test suite checks
+both bounds): about 140 bytes with the timings alone, 270-390 with the network's records;
+:data:`BYTES_PER_FLOW_EPOCH` and :data:`BYTES_PER_FLOW_EPOCH_TRACED` round them up. Background
+traffic is not counted (long-lived flows leave one record each; a periodic source's count
+depends on how long the jobs take).
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ from react.errors import ReactError
 if TYPE_CHECKING:
     from react.scenario import Scenario
 
-__all__ = ["BYTES_PER_FLOW_EPOCH", "MemoryEstimate", "MemoryLimitError", "check_memory",
-           "estimate_memory", "format_bytes", "parse_size"]
+__all__ = ["BYTES_PER_FLOW_EPOCH", "BYTES_PER_FLOW_EPOCH_TRACED", "MemoryEstimate",
+           "MemoryLimitError", "check_memory", "estimate_memory", "format_bytes", "parse_size"]
 
-BYTES_PER_FLOW_EPOCH = 512
-"""Bytes one flow of one epoch holds until the run ends (measured 270-390, rounded up)."""
+BYTES_PER_FLOW_EPOCH = 256
+"""Bytes one flow of one epoch holds until a plain run ends (measured about 140, rounded up)."""
+
+BYTES_PER_FLOW_EPOCH_TRACED = 512
+"""The same with the network's flow records kept for a trace (measured 270-390, rounded up)."""
 
 BASE_BYTES = 150 * 2**20
 """The interpreter, numpy, the topology and the engine: held whatever the scenario."""
@@ -56,6 +61,8 @@ class MemoryEstimate:
     """Per job: ``(name, flows per epoch, epochs)``."""
     runs: int
     """How many runs of the scenario stay in memory together (2 with ``--compare``)."""
+    traced: bool = False
+    """Whether the network's flow records are kept too (a trace)."""
 
     @property
     def flow_epochs(self) -> int:
@@ -63,7 +70,8 @@ class MemoryEstimate:
 
     @property
     def bytes(self) -> int:
-        return BASE_BYTES + self.flow_epochs * BYTES_PER_FLOW_EPOCH
+        per = BYTES_PER_FLOW_EPOCH_TRACED if self.traced else BYTES_PER_FLOW_EPOCH
+        return BASE_BYTES + self.flow_epochs * per
 
     def describe(self) -> str:
         parts = ", ".join(f"{name}: {flows:,} flows x {epochs:,} epochs"
@@ -73,13 +81,15 @@ class MemoryEstimate:
                 f"{parts})")
 
 
-def estimate_memory(scenario: Scenario, *, runs: int = 1) -> MemoryEstimate:
-    """The memory ``scenario`` will hold at its end (``runs`` runs kept together)."""
+def estimate_memory(scenario: Scenario, *, runs: int = 1, traced: bool = False
+                    ) -> MemoryEstimate:
+    """The memory ``scenario`` will hold at its end (``runs`` runs kept together; ``traced``:
+    with the network's flow records)."""
     from react.patterns import GENERATORS
 
     jobs = tuple((j.name, len(GENERATORS[j.collective](j.ranks).flows), j.epochs)
                  for j in scenario.jobs)
-    return MemoryEstimate(jobs, runs)
+    return MemoryEstimate(jobs, runs, traced)
 
 
 def available_bytes() -> int | None:
@@ -93,7 +103,7 @@ def available_bytes() -> int | None:
 
 
 def check_memory(scenario: Scenario, max_bytes: int | None = None, *, runs: int = 1,
-                 available: int | None | bool = True) -> MemoryEstimate:
+                 traced: bool = False, available: int | None | bool = True) -> MemoryEstimate:
     """Estimate, then refuse (:class:`MemoryLimitError`) or warn before a too-large run.
 
     Parameters
@@ -104,10 +114,12 @@ def check_memory(scenario: Scenario, max_bytes: int | None = None, *, runs: int 
         now and warn above 50%.
     runs : int
         Runs held together (2 for a comparison with and without REACT).
+    traced : bool
+        Whether the runs keep the network's flow records (a trace).
     available : int, None or True
         Memory available, in bytes (True: read it from the system; None: unknown, no check).
     """
-    est = estimate_memory(scenario, runs=runs)
+    est = estimate_memory(scenario, runs=runs, traced=traced)
     hint = ("run fewer epochs (--epochs), fewer or smaller jobs, or raise the cap with "
             "--max-memory")
     if max_bytes is not None:

@@ -233,3 +233,18 @@ def test_fitted_mode_delivers_every_byte_of_a_busy_leaf_spine():
     net.env.run(until=0.05)
     assert all(ev.triggered and ev.value.sent_bytes == ev.value.size_bytes for ev in events)
     assert not bg.triggered
+
+
+@pytest.mark.parametrize("kind", [Network, TcpNetwork])
+def test_without_kept_records_every_event_still_fires_with_its_record(kind):
+    # Two 1 MB flows into one host of a 100G star: each event fires with its record (same
+    # times as a network that keeps them), and only the keeping network lists them.
+    ends = {}
+    for keep in (True, False):
+        net = kind(star(3), keep_records=keep)
+        events = [net.start_flow(f"h{i}", "h2", 1e6) for i in (0, 1)]
+        net.env.run()
+        ends[keep] = [ev.value.end_s for ev in events]
+        assert len(net.records) == (2 if keep else 0)
+    assert ends[True] == ends[False]
+    assert all(e > 2 * 1e6 * 8 / 100e9 for e in ends[False])  # they share the link into h2

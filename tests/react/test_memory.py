@@ -11,6 +11,7 @@ from react.errors import ReactError
 from react.memory import (
     BASE_BYTES,
     BYTES_PER_FLOW_EPOCH,
+    BYTES_PER_FLOW_EPOCH_TRACED,
     MemoryLimitError,
     check_memory,
     estimate_memory,
@@ -33,22 +34,44 @@ def test_estimate_counts_flows_per_epoch_times_epochs():
     assert estimate_memory(scenario, runs=2).flow_epochs == 2240
 
 
-def test_bytes_per_flow_epoch_bounds_what_a_run_really_holds():
-    # The constant must not under-estimate: the traced peak of a run grows by less than it per
-    # extra flow-epoch (20 more epochs of the 112-flow ring: 2,240 flow-epochs). REACT off:
-    # a controller decision's transient memory (swap search) is no per-flow cost.
+def _traced_growth(run) -> float:
+    """Traced peak growth per extra flow-epoch: 20 more epochs of the 112-flow ring (2,240
+    flow-epochs), after a first run that pays the imports and caches."""
     scenario = load_scenario(RING)
     peaks = []
-    for epochs in (5, 25):
+    for epochs in (5, 5, 25):
         gc.collect()
         tracemalloc.start()
-        runs = run_scenario(scenario.with_epochs(epochs), react=False)
+        runs = run(scenario.with_epochs(epochs))
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
         assert len(runs["ring"].results) == epochs
         del runs
-    per_flow_epoch = (peaks[1] - peaks[0]) / (20 * 112)
+    return (peaks[2] - peaks[1]) / (20 * 112)
+
+
+def test_bytes_per_flow_epoch_bounds_what_a_run_really_holds():
+    # The constant must not under-estimate. REACT off: a controller decision's transient memory
+    # (swap search) is no per-flow cost.
+    per_flow_epoch = _traced_growth(lambda s: run_scenario(s, react=False))
     assert 0 < per_flow_epoch <= BYTES_PER_FLOW_EPOCH
+
+
+def test_a_trace_keeps_the_flow_records_and_its_estimate_bounds_them():
+    from react.trace import run_recorded
+
+    kept = []
+
+    def traced(s):
+        recorded = run_recorded(s, react=False)
+        kept.append(len(recorded.records))
+        return dict(recorded.runs)
+
+    per_flow_epoch = _traced_growth(traced)
+    assert kept == [5 * 112, 5 * 112, 25 * 112]  # one record per flow and epoch
+    assert BYTES_PER_FLOW_EPOCH < per_flow_epoch <= BYTES_PER_FLOW_EPOCH_TRACED
+    est = estimate_memory(load_scenario(RING).with_epochs(10), traced=True)
+    assert est.bytes == BASE_BYTES + 1120 * BYTES_PER_FLOW_EPOCH_TRACED
 
 
 def test_check_memory_refuses_above_the_cap_naming_the_estimate():
