@@ -36,9 +36,10 @@ Model
   arrived again with its new weight (bytes sent, path and cap kept), so the incremental
   re-solve needs nothing new either.
 - **Records** (``network.records``) are appended when each flow's event fires, so they are in
-  ``end_s`` order (unless ``keep_records`` is off: then only the events carry them). A completion predicted earlier and then superseded leaves an idle internal
-  timer in the queue (SimPy cannot cancel an event), so ``env.run()`` without ``until`` may stop
-  a little after the last completion: read times from the records, not from ``env.now``.
+  ``end_s`` order (with ``keep_records`` off only the events carry them). A completion
+  predicted earlier and then superseded leaves an idle internal timer in the queue (SimPy cannot
+  cancel an event), so ``env.run()`` without ``until`` may stop a little after the last
+  completion: read times from the records, not from ``env.now``.
 
 Incremental re-solve
 --------------------
