@@ -213,6 +213,9 @@ class TcpNetwork(Network):
         self._relays: dict[int, tuple[FlowDone, float, float]] = {}
         young = model.young_weight != 1 and model.young_s > 0
         self._young = model.young_weight if young else 1.0
+        # Calls due at one instant (flows asked together start together, and grow up together):
+        # one SimPy event runs them all, in the order they were asked for.
+        self._due: dict[float, list[Any]] = {}
 
     def start_flow(self, src: str, dst: str, size_bytes: float, *, port: int = 0,
                    path: Sequence[int] | None = None, tag: str = "", tenant: str = "",
@@ -278,8 +281,22 @@ class TcpNetwork(Network):
             self._sends(inner.flow_id, tenant, src, dst)
             self._relays[inner.flow_id] = (outer, size, asked)
 
-        self.env.timeout(model.startup_s).callbacks.append(begin)
+        self._after(model.startup_s, begin)
         return outer
+
+    def _after(self, delay: float, call: Any) -> None:
+        """Run ``call(None)`` after ``delay`` seconds, sharing the event of the calls due then."""
+        at = self.env.now + delay
+        calls = self._due.get(at)
+        if calls is None:
+            self._due[at] = [call]
+            self.env.timeout(delay).callbacks.append(partial(self._run_due, at))
+        else:
+            calls.append(call)
+
+    def _run_due(self, at: float, _event: simpy.Event) -> None:
+        for call in self._due.pop(at):
+            call(None)
 
     # -- round trips: weights and ramps -------------------------------------------------------
     def _rtt_factor(self, src: str, dst: str, port: int, path: Sequence[int] | None) -> float:
@@ -314,7 +331,7 @@ class TcpNetwork(Network):
             if flow_id in self._slot_of:
                 self.set_weight(flow_id, weight)
 
-        self.env.timeout(self.model.young_s).callbacks.append(grown)
+        self._after(self.model.young_s, grown)
 
     def _track(self, flow_id: int, own: float | None) -> None:
         self._own_cap[flow_id] = own
