@@ -114,9 +114,9 @@ def water_fill_columns(P: np.ndarray, weights: np.ndarray | None, capacity: np.n
     Notes
     -----
     At the engine's sizes (tens to hundreds of flows) a round costs about twenty numpy calls
-    whatever the size, so the loop avoids calls rather than arithmetic: no per-round
-    allocation of tiled weights (one buffer is refilled) and counts instead of weight sums when
-    every weight is 1.
+    whatever the size, so the loop avoids calls rather than arithmetic: counts instead of
+    weight sums when every weight is 1, and the columns' positions in the result ride along
+    below their links, so that one compress per round keeps both.
     """
     n_flows = P.shape[1]
     if n_flows == 0:
@@ -137,14 +137,16 @@ def water_fill_columns(P: np.ndarray, weights: np.ndarray | None, capacity: np.n
     else:
         w = np.asarray(weights, dtype=float)
         unit = bool((w == 1.0).all()) if unit_weights is None else unit_weights
-    buf = np.empty(width * n_flows)  # per-incidence values: weights or rates tiled by position
     if unit:  # the common case: counts instead of weight sums
         wsum = np.bincount(P.ravel(), minlength=size).astype(float)
-    else:
-        buf.reshape(width, n_flows)[:] = w
-        wsum = np.bincount(P.ravel(), weights=buf, minlength=size)
+    else:  # each flow's weight once per path position
+        wsum = np.bincount(P.ravel(), weights=np.concatenate((w,) * width), minlength=size)
     rates = np.empty(n_flows)
-    idx: np.ndarray | None = None  # positions of the columns still in P (None: all)
+    # The columns still rising, with one more row below their links: each column's position in
+    # the result, so that one compress per round moves both.
+    PI = np.empty((width + 1, n_flows), dtype=P.dtype)
+    PI[:width] = P
+    PI[width] = np.arange(n_flows)
     n = n_flows
     with np.errstate(divide="ignore", invalid="ignore"):
         while True:
@@ -164,35 +166,29 @@ def water_fill_columns(P: np.ndarray, weights: np.ndarray | None, capacity: np.n
                 wait = np.logical_and.reduce(blocked[P], axis=0)
                 k = n - np.count_nonzero(wait)  # flows freezing now (at least one)
             if k == n:
-                r = fmin if unit else w * fmin
-                if idx is None:
-                    rates = r
-                else:
-                    rates[idx] = r
+                rates[PI[width]] = fmin if unit else w * fmin
                 break
             fix = ~wait
-            Pf = P.compress(fix, axis=1).ravel()
+            F = PI.compress(fix, axis=1)
+            Pf = F[:width].ravel()
             r = fmin.compress(fix)
-            tiled = buf[: width * k]
             if unit:
                 wsum -= np.bincount(Pf, minlength=size)  # counts: exact
             else:
                 r = w.compress(fix) * r
                 w = w.compress(wait)
-            if idx is None:
-                idx = np.arange(n_flows)
-            rates[idx.compress(fix)] = r
-            tiled.reshape(width, k)[:] = r
-            rem -= np.bincount(Pf, weights=tiled, minlength=size)
-            P = P.compress(wait, axis=1)
-            idx = idx.compress(wait)
+            rates[F[width]] = r
+            # Each frozen flow's rate once per path position, summed per link by position, then
+            # column.
+            rem -= np.bincount(Pf, weights=np.concatenate((r,) * width), minlength=size)
+            PI = PI.compress(wait, axis=1)
+            P = PI[:width]
             n -= k
             if not unit:
                 # Weight sums of the flows still rising, summed afresh: subtracting the frozen
                 # flows' weights would swamp a weight of 1e-9 beside one of 1 in round-off.
-                tw = buf[: width * n]
-                tw.reshape(width, n)[:] = w
-                wsum = np.bincount(P.ravel(), weights=tw, minlength=size)
+                wsum = np.bincount(P.ravel(), weights=np.concatenate((w,) * width),
+                                   minlength=size)
     # Round-off can leave a full link a hair below zero; no rate is negative.
     return np.maximum(rates, 0.0, out=rates)
 

@@ -808,7 +808,7 @@ class Network:
             if changed.size <= _FEW_CHANGED:
                 self._apply_rates(now, solve_a[changed].tolist(), rates[changed].tolist())
             else:
-                self._apply_arrays(now, solve_a, rates)
+                self._apply_arrays(now, solve_a[changed], rates[changed])
         self._arrivals = []
         self._cap_changed = []
         self._dep_links = []
@@ -1026,12 +1026,9 @@ class Network:
                         load[lk] += delta
 
     def _apply_arrays(self, now: float, solve: np.ndarray, rates: np.ndarray) -> None:
-        """Give the flows in ``solve`` their new ``rates``; per-flow state in the arrays."""
-        changed = rates != self._rate[solve]
-        if not changed.any():
-            return
-        sl = solve[changed]
-        new_rate = rates[changed]
+        """Give the flows in ``solve``, whose rates changed, their new ``rates``; per-flow state
+        in the arrays. Same arithmetic as :meth:`_apply_rates`."""
+        sl, new_rate = solve, rates
         old_rate = self._rate[sl]
         # A new flow's rate is -1 but its t0 is now: it moved -0.0 bytes, a no-op.
         moved = old_rate * (now - self._t0[sl])
@@ -1040,22 +1037,32 @@ class Network:
         self._left[sl] = left
         self._t0[sl] = now
         self._rate[sl] = new_rate
-        level = new_rate / self._weight[sl]
+        # With every weight 1 a level is its rate (x / 1.0 is x).
+        level = new_rate / self._weight[sl] if self._n_weighted else new_rate
         self._level[sl] = level
-        with np.errstate(divide="ignore", invalid="ignore"):
-            self._end[sl] = np.where(new_rate > 0, now + left / new_rate, math.inf)
-        lv, rt, meta, load, endl = self._lv, self._rt, self._meta, self._load, self._endl
-        valid = self._loads_valid
-        for slot, x, r, e in zip(sl.tolist(), level.tolist(), new_rate.tolist(),
-                                 self._end[sl].tolist(), strict=True):
+        # now + left / rate where the rate is positive, inf where it is 0.
+        end = np.full(sl.size, math.inf)
+        np.divide(left, new_rate, out=end, where=new_rate > 0)
+        end += now
+        self._end[sl] = end
+        lv, rt, endl = self._lv, self._rt, self._endl
+        if not self._loads_valid:
+            for slot, x, r, e in zip(sl.tolist(), level.tolist(), new_rate.tolist(),
+                                     end.tolist(), strict=True):
+                lv[slot] = x
+                endl[slot] = e
+                rt[slot] = r
+            return
+        meta, load = self._meta, self._load
+        for slot, x, r, e in zip(sl.tolist(), level.tolist(), new_rate.tolist(), end.tolist(),
+                                 strict=True):
             old = rt[slot]
             lv[slot] = x
             endl[slot] = e
             rt[slot] = r
-            if valid:
-                delta = r - old if old > 0 else r
-                for lk in meta[slot].links:  # type: ignore[union-attr]
-                    load[lk] += delta
+            delta = r - old if old > 0 else r
+            for lk in meta[slot].links:  # type: ignore[union-attr]
+                load[lk] += delta
 
     def _safe_level(self) -> float:
         """The level below which no flow's rate can change (0 = re-solve everything).
@@ -1141,10 +1148,9 @@ class Network:
         Summed by path position, then slot (``bincount`` order, which the plain-Python path
         repeats). ``take`` along an axis costs a fifth of the fancy index ``[:, slots]``.
         """
-        width, k = self._width, slots.size
-        tiled = np.empty(width * k)  # each flow's rate once per path position
-        tiled.reshape(width, k)[:] = self._rate.take(slots)
-        return np.bincount(self._paths.take(slots, axis=1).ravel(), weights=tiled,
+        rate = self._rate.take(slots)
+        return np.bincount(self._paths.take(slots, axis=1).ravel(),
+                           weights=np.concatenate((rate,) * self._width),  # once per position
                            minlength=self._cap_ext.size)
 
     def _record_loads(self, now: float) -> None:
