@@ -193,7 +193,7 @@ class Network:
     keep_records : bool
         Keep every finished flow's record in ``records`` (the default). A long run whose
         caller reads each flow's record from its event only (the job driver) turns it off:
-        the records are most of what a what-if study holds in memory.
+        the records are more than half of what a what-if study keeps per flow and epoch.
 
     Attributes
     ----------

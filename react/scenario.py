@@ -831,7 +831,7 @@ def run_scenario(
 def _forget_flow_records(jobs: list[Any]) -> None:
     """Keep no flow records in the simulated network: nothing reads them once
     :func:`run_scenario` returns (the jobs' results carry every flow's times), and they are
-    most of what a long what-if holds in memory (:mod:`react.memory`). A trace
+    more than half of what each flow of each epoch holds (:mod:`react.memory`). A trace
     (:func:`react.trace.run_recorded`) keeps them."""
     from react.backends.sim import SimBackend
 
