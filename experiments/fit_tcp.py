@@ -217,13 +217,16 @@ def run_sim(case: Case, sharing: str, model: Any = None) -> tuple[float, float]:
 def sim_epoch_s(case: Case, sharing: str, epochs: int = 10) -> float:
     """Wall seconds per epoch of ``case`` on flowsim in ``sharing`` mode, from a run of
     ``epochs`` epochs: the job driver's run only, the scenario parsed and the network built
-    before the clock starts (as the ns-3 figure is its simulator's run only)."""
+    before the clock starts (as the ns-3 figure is its simulator's run only), flow records off
+    as in a plain run."""
     from react.jobs import run_jobs
     from react.scenario import open_jobs, parse_scenario
 
     doc = {**case.doc, "jobs": [{**job, "epochs": epochs} for job in case.doc["jobs"]]}
     scenario = parse_scenario(doc, source=case.name).with_sharing(sharing)
     with open_jobs(scenario) as jobs:
+        for job in jobs:  # no flow records, as in a plain run (react.scenario.run_scenario)
+            job.backend.network.keep_records = False
         # The garbage of earlier runs is collected before the clock starts, not inside it (a
         # full collection here takes 30-50 ms, as long as several epochs).
         gc.collect()

@@ -146,6 +146,18 @@ class FlowDone(simpy.Event):
         super().__init__(env)
         self.flow_id = flow_id
 
+    def succeed_after(self, record: FlowRecord, delay: float) -> None:
+        """Fire with ``record`` ``delay`` seconds from now (a flow's last byte arriving).
+
+        One event, as :class:`simpy.Timeout` schedules itself, where a timeout whose callback
+        succeeds this event would be two.
+        """
+        if self._value is not simpy.events.PENDING:
+            raise RuntimeError(f"{self} has already been triggered")
+        self._ok = True
+        self._value = record
+        self.env.schedule(self, simpy.events.NORMAL, delay)
+
 
 class _Meta:
     """Per-flow Python-side data (the numeric state lives in the engine's arrays)."""
@@ -726,21 +738,22 @@ class Network:
         del self._slot_of[m.flow_id]
         self._free.append(slot)
         self._pending_departed = True
-        record = FlowRecord(
-            flow_id=m.flow_id, src=m.src, dst=m.dst, size_bytes=m.size, sent_bytes=sent,
-            start_s=m.start, end_s=end, path=m.path, port=m.port, tag=m.tag, tenant=m.tenant,
-            weight=m.weight, stopped=stopped,
-        )
-        if end == now:
-            self._deliver(m.event, record)
-        else:
-            arrive = self.env.timeout(end - now)
-            arrive.callbacks.append(lambda _ev: self._deliver(m.event, record))
+        self._deliver(m, sent, end, stopped, end - now)
 
-    def _deliver(self, event: FlowDone, record: FlowRecord) -> None:
+    @staticmethod
+    def _record(m: _Meta, sent: float, end: float, stopped: bool) -> FlowRecord:
+        return FlowRecord(m.flow_id, m.src, m.dst, m.size, sent, m.start, end, m.path, m.port,
+                          m.tag, m.tenant, m.weight, stopped)
+
+    def _deliver(self, m: _Meta, sent: float, end: float, stopped: bool, delay: float) -> None:
+        """Fire the departed flow's event with its record ``delay`` seconds from now (its
+        latency, or 0 if stopped); the record is kept, when records are, as the event fires,
+        before its callbacks run."""
+        record = self._record(m, sent, end, stopped)
+        event = m.event
         if self.keep_records:
-            self.records.append(record)
-        event.succeed(record)
+            event.callbacks.insert(0, lambda _ev: self.records.append(record))
+        event.succeed_after(record, delay)
 
     def _on_timer(self, event: simpy.Event) -> None:
         if event is not self._timer:
@@ -1001,6 +1014,9 @@ class Network:
         list mode, the arrays above it (:data:`_FEW_CHANGED`). The arithmetic is the same IEEE
         doubles either way, so the result does not depend on which update ran.
         """
+        t0: list[float] | np.ndarray
+        sent: list[float] | np.ndarray
+        left_of: list[float] | np.ndarray
         if self._lists_mode:
             t0, sent, left_of = self._t0l, self._sentl, self._leftl
         else:

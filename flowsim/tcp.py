@@ -61,7 +61,7 @@ import numpy as np
 import simpy
 
 from flowsim.errors import FlowError
-from flowsim.network import FlowDone, Network
+from flowsim.network import FlowDone, Network, _Meta
 from flowsim.records import FlowRecord
 from flowsim.topology import Topology
 
@@ -449,21 +449,18 @@ class TcpNetwork(Network):
         self._relays[inner.flow_id] = (outer, size, asked)
         return outer
 
-    def _deliver(self, event: FlowDone, record: FlowRecord) -> None:
-        """Keep the wire record; a finite flow's caller gets it translated (:meth:`_finish`)
-        on the event :meth:`start_flow` returned, fired here instead of from the engine's own
-        event (one SimPy event per flow fewer)."""
-        relay = self._relays.pop(record.flow_id, None)
+    def _deliver(self, m: _Meta, sent: float, end: float, stopped: bool, delay: float) -> None:
+        """A finite flow's caller gets its record translated back to the payload asked for,
+        on the event :meth:`start_flow` returned (the engine's own event is never fired for
+        it); the wire record is built only when records are kept."""
+        relay = self._relays.pop(m.flow_id, None)
         if relay is None:
-            super()._deliver(event, record)
+            super()._deliver(m, sent, end, stopped, delay)
             return
+        outer, size, asked = relay
         if self.keep_records:
-            self.records.append(record)
-        self._finish(*relay, record)
-
-    def _finish(self, outer: FlowDone, size: float, asked: float, record: FlowRecord) -> None:
-        """Fire ``outer`` with the wire record translated back to the payload asked for."""
-        sent = min(size, record.sent_bytes * self.model.goodput)
-        r = record  # built field by field: dataclasses.replace costs more than the rest
-        outer.succeed(FlowRecord(r.flow_id, r.src, r.dst, size, sent, asked, r.end_s, r.path,
-                                 r.port, r.tag, r.tenant, r.weight, r.stopped))
+            record = self._record(m, sent, end, stopped)
+            outer.callbacks.insert(0, lambda _ev: self.records.append(record))
+        outer.succeed_after(
+            FlowRecord(m.flow_id, m.src, m.dst, size, min(size, sent * self.model.goodput),
+                       asked, end, m.path, m.port, m.tag, m.tenant, m.weight, stopped), delay)
