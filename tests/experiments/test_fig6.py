@@ -73,3 +73,27 @@ def test_fig6_controller_settings_apply_to_both_jobs(react_on, enabled):
     jobs = parse_scenario(doc).jobs
     assert [j.react for j in jobs] == enabled
     assert [j.controller.epsilon for j in jobs] == [0.2, 0.2]
+
+
+def test_fig6_load_counts_the_ring_bytes_through_a_shared_server():
+    """A ring AllReduce of M over n ranks moves 2 (n - 1) / n x M into and out of every rank
+    per epoch (8 ranks, 20 MB: 35 MB), whatever REACT does to the ring's ranks."""
+    from experiments.fig6_load import shared_load
+
+    rows = shared_load(1, 3, react_on="ring", epochs=8, warmup=2)
+    assert [(r["react"], r["job"]) for r in rows] == [
+        (False, "tree"), (False, "ring"), (True, "tree"), (True, "ring")]
+    for r in rows:
+        assert len(r["shared"]) == 1
+        if r["job"] == "ring":
+            assert r["in_mb_per_epoch"] == pytest.approx(35.0)
+            assert r["out_mb_per_epoch"] == pytest.approx(35.0)
+    assert rows[0]["changes"] == rows[1]["changes"] == rows[2]["changes"] == 0
+
+
+def test_fig6_load_refuses_too_few_epochs(capsys):
+    from experiments.fig6_load import main
+
+    with pytest.raises(SystemExit):
+        main(["--epochs", "10"])
+    assert "--epochs 10" in capsys.readouterr().err
