@@ -75,7 +75,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -933,7 +933,7 @@ def _entry_order(entry: _Entry) -> tuple[int, int, int, int]:
     return (PRIORITY[entry.kind], entry.graph, entry.first, entry.last)
 
 
-def _materialise(ranks: tuple[int, ...], c: int, entries: tuple[_Entry, ...]) -> Iterator[Swap]:
+def _materialise(ranks: tuple[int, ...], c: int, entries: Sequence[_Entry]) -> Iterator[Swap]:
     x = ranks[c]
     for e in entries:
         for y in e.partners:
@@ -1356,6 +1356,8 @@ class _GraphReplay:
         if cached is None:
             cached = self._linear_verdicts(x, ys, first, last)
             self._derived[key] = cached
+        proven: np.ndarray
+        rejected: np.ndarray
         proven, rejected = cached  # type: ignore[misc]
         return proven.copy(), rejected.copy()  # callers refine them in place
 
@@ -1448,7 +1450,7 @@ class _GraphReplay:
     def held(self, t: int) -> np.ndarray:
         """Whether each (rank position, chunk) holds a value at the end of step ``t``."""
         key = ("held", t)
-        cached = self._derived.get(key)
+        cached: np.ndarray | None = self._derived.get(key)  # type: ignore[assignment]
         if cached is None:
             cached = np.asarray(
                 [[self.value(t, r, c) != 0 for c in self.chunks] for r in range(self.n)],
@@ -1460,7 +1462,7 @@ class _GraphReplay:
     def sends(self, t: int) -> np.ndarray:
         """Whether each (rank position, chunk) is sent at step ``t``."""
         key = ("sends", t)
-        cached = self._derived.get(key)
+        cached: np.ndarray | None = self._derived.get(key)  # type: ignore[assignment]
         if cached is None:
             cached = np.zeros((self.n, len(self.chunks)), dtype=bool)
             col = {c: j for j, c in enumerate(self.chunks)}

@@ -284,8 +284,8 @@ class GpuCollective:
                 else:
                     target = prep.recv_stage[op.flow_index]
                 ops.append(dist.P2POp(dist.irecv, target, op.peer, group=lane))
-            early = events is not None and self.stamp == "post"
-            if early:
+            early = self.stamp == "post"
+            if events is not None and early:
                 events.ready[k].record(stream)
             works = dist.batch_isend_irecv(ops) if ops else []
             if events is not None and not early:

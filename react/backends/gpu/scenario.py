@@ -101,18 +101,19 @@ def scenario_jobs(scenario: Scenario, *, react: bool | None = None,
     pairs = copy_pairs(scenario, gpus)
     stops = [bg.stop_s for bg in scenario.background if bg.stop_s]
     duration = min(stops) if stops else BACKGROUND_MAX_S
-    g = scenario.gpu
+    settings = scenario.gpu
     with ExitStack() as stack:
         if pairs:
-            streams = CopyStreams(pairs, duration_s=duration, copy_bytes=g.copy_bytes,
-                                  timeout_s=g.timeout_s)
+            streams = CopyStreams(pairs, duration_s=duration, copy_bytes=settings.copy_bytes,
+                                  timeout_s=settings.timeout_s)
             stack.enter_context(streams)
         jobs = []
         for spec, (pattern, controller) in zip(scenario.jobs,
                                                controllers(scenario, react), strict=True):
             backend = GpuJob([index[h] for h in spec.hosts], message_bytes=spec.message_bytes,
-                             apply_delay_epochs=g.apply_delay_epochs, timeout_s=g.timeout_s,
-                             lanes=g.lanes, compute_gap_s=spec.compute_gap_s, gpus=gpus)
+                             apply_delay_epochs=settings.apply_delay_epochs,
+                             timeout_s=settings.timeout_s, lanes=settings.lanes,
+                             compute_gap_s=spec.compute_gap_s, gpus=gpus)
             stack.callback(backend.close)
             jobs.append(Job(spec.name, backend, pattern, spec.epochs, controller))
         yield jobs
