@@ -101,6 +101,8 @@ STEPS: tuple[Step, ...] = (
          15, progress_flag=True),
     Step("table2_bping_pong", "experiments.table2", ("--background", "ping_pong"),
          ("table2_bping_pong.csv",), 8.5, progress_flag=True),
+    Step("table2_noise0.02", "experiments.table2", ("--noise", "0.02"),
+         ("table2_noise0.02.csv",), 5, progress_flag=True),
     Step("table2_e5000_bping_pong", "experiments.table2",
          ("--epochs", "5000", "--background", "ping_pong"), ("table2_e5000_bping_pong.csv",),
          46.5, progress_flag=True),

@@ -24,6 +24,7 @@ Run::
     python -m experiments.table2            # full, writes results/ table2.csv
     python -m experiments.table2 --epochs 5000   # the testbed's length: table2_e5000.csv
     python -m experiments.table2 --background ping_pong   # table2_bping_pong.csv
+    python -m experiments.table2 --noise 0.02   # 2% noise on observed times: table2_noise0.02.csv
     python -m experiments.table2 --quick    # seconds
 """
 
@@ -78,9 +79,11 @@ BACKGROUNDS = ("long_lived", "ping_pong")
 
 def table2_points(ranks: Sequence[int], ps: Sequence[int], allocations: int, *, epochs: int,
                   message_bytes: float, sweep: str, background: str = "long_lived",
-                  react_value: bool | Mapping[str, Any] = True) -> list[Point]:
+                  react_value: bool | Mapping[str, Any] = True,
+                  noise_sigma: float = 0.0) -> list[Point]:
     """The off and on points of every (ranks, p, allocation); ``react_value`` is the job's
-    ``react`` entry in the scenario (a table: controller parameters)."""
+    ``react`` entry in the scenario (a table: controller parameters); ``noise_sigma`` the
+    measurement noise on every flow's observed time (``[sim] noise_sigma``, both runs)."""
     points = []
     for n in ranks:
         for p in ps:
@@ -91,6 +94,8 @@ def table2_points(ranks: Sequence[int], ps: Sequence[int], allocations: int, *, 
                 if background == "ping_pong":
                     for bg in doc["background"]:
                         bg.update(kind="ping_pong", size_bytes=PING_PONG_BYTES)
+                if noise_sigma:
+                    doc.setdefault("sim", {})["noise_sigma"] = noise_sigma
                 params = {"ranks": n, "p": p, "allocation": s}
                 for react in ("off", "on"):
                     points.append(make_point(sweep, params, doc, react, warmup=0))
@@ -130,6 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the external flows: long-lived (default, their steady state) or "
                              "1 GB ping-pongs, outside host -> rank then back, as the testbed's "
                              "(not the default: files of their own)")
+    parser.add_argument("--noise", type=float, default=0.0, metavar="SIGMA",
+                        help="measurement noise: every flow's observed time times 1 + SIGMA z, "
+                             "z standard normal (0 to 0.3; default 0, none; files of their own)")
     parser.add_argument("--store", type=Path, help="results store (default results/table2.sqlite)")
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default results/, docs/results only when asked; "
@@ -140,23 +148,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_controller_settings(parser)
     args = parser.parse_args(argv)
     settings = controller_settings(parser, args.react_set)
+    if not 0 <= args.noise <= 0.3:
+        parser.error(f"--noise {args.noise}: expected a number in [0, 0.3]")
     if args.quick:
         args.ranks, args.ps, args.allocations, args.epochs = [4], [0, 2], 1, 20
     sweep = "table2" + ("-quick" if args.quick else "")
     if not args.quick:  # other options than the defaults: files of their own
         sweep = variant_name(
             sweep, {"n": args.ranks, "p": args.ps, "a": args.allocations, "e": args.epochs,
-                    "m": args.message_bytes, "b": args.background,
+                    "m": args.message_bytes, "b": args.background, "noise": args.noise,
                     "set-": settings_label(settings)},
             {"n": [4, 8], "p": [0, 1, 2], "a": 5, "e": 1000, "m": 100e6, "b": "long_lived",
-             "set-": []})
+             "noise": 0.0, "set-": []})
     args.out, store = experiment_dirs(sweep, quick=args.quick, out=args.out, store=args.store,
                                      default_out=RESULTS,
                                      default_store=RESULTS / f"{sweep}.sqlite")
     points = table2_points(args.ranks, args.ps, args.allocations, epochs=args.epochs,
                            message_bytes=args.message_bytes, sweep=sweep,
                            background=args.background,
-                           react_value=react_entry(settings))
+                           react_value=react_entry(settings), noise_sigma=args.noise)
     runs, timing = run_points(points, store, workers=args.workers,
                               progress=not args.no_progress)
     rows = paired_rows(runs)

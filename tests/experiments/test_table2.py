@@ -108,3 +108,25 @@ def test_controller_settings_reach_every_run_and_the_default_keeps_its_keys():
     assert {parse_scenario(p.scenario).jobs[0].controller.unseen_pairs
             for p in points} == {"links_least"}
     assert [p.key for p in points] != [p.key for p in plain]
+
+
+def test_noise_reaches_both_runs_and_the_default_keeps_its_points():
+    # `--noise`: every point (baseline and REACT) observes its flows' times with the noise;
+    # without it the points, and the stored runs keyed by them, are those recorded before.
+    plain = table2.table2_points([4], [1], 1, epochs=10, message_bytes=1e6, sweep="t")
+    assert all("noise_sigma" not in p.scenario.get("sim", {}) for p in plain)
+    noisy = table2.table2_points([4], [1], 1, epochs=10, message_bytes=1e6, sweep="t",
+                                 noise_sigma=0.02)
+    assert [parse_scenario(p.scenario).sim.noise_sigma for p in noisy] == [0.02, 0.02]
+    # The same network underneath: the baseline's noisy times scatter around the plain ones.
+    quiet = run_scenario(parse_scenario(plain[0].scenario), react=False)
+    loud = run_scenario(parse_scenario(noisy[0].scenario), react=False)
+    a, b = (np.asarray(next(iter(r.values())).times_s()) for r in (quiet, loud))
+    assert not np.array_equal(a, b)
+    assert np.all(np.abs(b / a - 1) < 0.3)
+
+
+def test_noise_out_of_range_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        table2.main(["--quick", "--noise", "0.5"])
+    assert "--noise 0.5" in capsys.readouterr().err
