@@ -157,6 +157,11 @@ class ControllerConfig:
         0: no slower). The overlap estimate (``concurrency = "schedule"``) rates most single
         swaps a little worse or better rather than equal, and with no slack the beam then stops
         after one level; docs/deviations.md has the measurement.
+    fit_tolerance : float
+        Explore only when the estimate reproduces the running pattern: when the estimated
+        collective time of the pattern that ran misses the batch's observed mean time by more
+        than this fraction, no estimated gain is trusted and the batch counts as fruitless
+        (0, default: always explore; docs/deviations.md has the measurement).
     reexplore_epochs : int
         A settled job explores once more after this many epochs (30: the paper's ``Emax x B``,
         "to ensure we are not stuck in a local optima"), then after twice as many, and so on
@@ -186,6 +191,7 @@ class ControllerConfig:
     failure_memory: str = "swaps"
     search_width: int = 4
     search_slack: float = 0.03
+    fit_tolerance: float = 0.0
     reexplore_epochs: int = 30
     apply_delay_epochs: int = 0
     seed: int = 0
@@ -194,7 +200,8 @@ class ControllerConfig:
         positive = ("batch_epochs", "trials", "history_epochs", "exploration_rounds",
                     "max_accepted", "search_width")
         non_negative = ("trials_growth", "reexplore_epochs", "apply_delay_epochs", "seed")
-        fractions = ("delta1", "delta2", "epsilon", "revert_threshold", "search_slack")
+        fractions = ("delta1", "delta2", "epsilon", "revert_threshold", "search_slack",
+                     "fit_tolerance")
         for name in positive + non_negative:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
@@ -599,6 +606,15 @@ class Controller:
         model = self._history.model()
         message = batch[0].message_bytes
         before = _estimated_time(model, pattern, message)
+        if cfg.fit_tolerance > 0:
+            observed = float(np.mean([r.collective_time_s for r in batch]))
+            miss = before / observed - 1.0
+            if abs(miss) > cfg.fit_tolerance:
+                notes.append(
+                    f"the estimate of the running pattern, {_us(before)}, misses its observed "
+                    f"{_us(observed)} by {miss:+.0%} (more than {cfg.fit_tolerance:.0%}): no "
+                    "estimated gain is trusted")
+                return None
         blocked = self._excluded | report.steady_inbound | report.steady_outbound
         failed, failed_patterns = self._failed_under(pattern, _picture(pattern, report))
         steady = report.steady_inbound | report.steady_outbound

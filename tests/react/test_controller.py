@@ -224,3 +224,24 @@ def test_failure_memory_excludes_swaps_or_what_the_failed_trials_tried(memory):
         assert excluded == {a, b, c, d} and patterns == set()
     else:
         assert excluded == {a, d} and patterns == {tried[a], tried[c], tried[d]}
+
+
+def test_fit_tolerance_trusts_no_estimate_that_misses_the_running_pattern():
+    # The same congested batch, its observed collective times doubled: the estimate, built from
+    # the flows' times, still predicts the undoubled time, so it misses the observed one by
+    # about -50%. With a tolerance no swap is tried and the batch counts as fruitless; without
+    # one (the default), or on the genuine batch, the trial happens as usual.
+    tree = allreduce_double_binary_tree(8)
+    genuine = batch(tree)
+    doubled = [_with_time(r, 2 * r.collective_time_s) for r in genuine]
+    strict = ControllerConfig(fit_tolerance=0.2)
+    refused = Controller(tree, strict).observe(doubled)
+    assert refused.action == "keep" and refused.pattern == tree
+    assert "misses its observed" in refused.reason and "-50%" in refused.reason
+    assert Controller(tree).observe(doubled).action == "try"
+    assert Controller(tree, strict).observe(genuine).action == "try"
+
+
+def test_fit_tolerance_out_of_range_is_named():
+    with pytest.raises(ConfigError, match="fit_tolerance"):
+        ControllerConfig(fit_tolerance=1.5)
