@@ -337,6 +337,11 @@ class Controller:
 
     _FAILURES_PER_PATTERN = 64
     _SPACES_CACHED = 64
+    _SPACES_FLOWS = 500_000
+    """Flows of the patterns whose swap spaces are kept, at most (the newest space is kept
+    whatever its size). A space and its pattern's derived views hold ~350 bytes per flow, so
+    64 spaces of a 240-rank ring (114,720 flows) would take 2.5 GB; a space dropped is built
+    again when needed, with the same answers."""
 
     def __init__(self, pattern: Pattern, config: ControllerConfig | None = None) -> None:
         self.config = config or ControllerConfig()
@@ -569,8 +574,10 @@ class Controller:
         if space is None:
             space = SwapSpace(pattern, check=check, replays=self._replays)
             self._spaces[key] = space
-            if len(self._spaces) > self._SPACES_CACHED:
-                self._spaces.popitem(last=False)
+            flows = sum(map(len, self._spaces))
+            while len(self._spaces) > 1 and (len(self._spaces) > self._SPACES_CACHED
+                                             or flows > self._SPACES_FLOWS):
+                flows -= len(self._spaces.popitem(last=False)[0])
         else:
             self._spaces.move_to_end(key)
         return space
