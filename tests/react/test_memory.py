@@ -48,15 +48,16 @@ def test_estimate_counts_what_a_react_controller_observes():
 
 
 def test_bytes_per_observation_bounds_what_a_controller_keeps():
-    from react.estimate import FctHistory
-    from react.patterns import allreduce_ring
-    # Traced growth of the history over 6 more epochs of a 16-rank ring (480 flows each) with
-    # one endless flow into rank 3, with each concurrency rule, after a first batch that pays
-    # the caches.
     from flowsim.network import Network
     from flowsim.topologies import star
     from flowsim.traffic import long_lived
     from react.backends.sim import SimBackend
+    from react.estimate import FctHistory
+    from react.patterns import allreduce_ring
+
+    # Traced growth of the history over 6 more epochs of a 16-rank ring (480 flows each) with
+    # one endless flow into rank 3, with each concurrency rule, after a first batch that pays
+    # the caches.
 
     ring = allreduce_ring(16)
     net = Network(star(17))
