@@ -691,7 +691,7 @@ def _group_sharing_rows(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     else:
         # (groups, flows, intervals) arrays, a few groups at a time: a 128-rank ring's 256
         # groups of 254 flows would take 260 MB per array at once.
-        for rows in _row_blocks(*start.shape, mid.shape[1]):
+        for rows in _row_blocks(start.shape[0], start.shape[1], mid.shape[1]):
             inverse[rows] = _inverse_by_flow(start[rows], end[rows], low[rows], high[rows],
                                              mid[rows], running[rows])
     timed = end > start
@@ -699,7 +699,7 @@ def _group_sharing_rows(start: np.ndarray, end: np.ndarray) -> np.ndarray:
         return (end - start) / inverse
     # An instant: the other flows running then.
     instant = np.empty(start.shape)
-    for rows in _row_blocks(*start.shape, start.shape[1]):
+    for rows in _row_blocks(start.shape[0], start.shape[1], start.shape[1]):
         s, e = start[rows], end[rows]
         instant[rows] = 1.0 + ((s[:, None, :] < e[:, :, None])
                                & (e[:, None, :] > s[:, :, None])).sum(axis=2)
