@@ -73,7 +73,13 @@ from react.backends.base import EpochResult
 from react.critical import critical_path
 from react.detect import CongestionReport, detect_congestion
 from react.errors import ReactError
-from react.estimate import CONCURRENCY_RULES, UNSEEN_RULES, FctHistory, FctModel
+from react.estimate import (
+    CONCURRENCY_RULES,
+    UNSEEN_RULES,
+    FctHistory,
+    FctModel,
+    forget_pricing_views,
+)
 from react.pattern import Flow, Pattern
 from react.swapspace import Direction, ReplayCache, SwapSpace
 from react.transforms import Swap
@@ -679,6 +685,7 @@ class Controller:
                 seen.add(candidate.flows)
                 trials += 1
                 estimate = _estimated_time(model, candidate, message)
+                forget_pricing_views(candidate)  # memory: a level's candidates are kept
                 if estimate <= parent.estimate_s * (1.0 + self.config.search_slack):
                     children.append(_Path(
                         estimate, candidate, (*parent.swaps, swap),

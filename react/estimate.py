@@ -62,6 +62,7 @@ from react.critical import ARRAY_FLOWS as _ARRAY_FLOWS
 from react.critical import schedule
 from react.detect import check_ran, flow_degrees
 from react.errors import ReactError
+from react.execution import EXECUTION_RULES
 from react.pattern import Flow, Pattern
 
 UNSEEN_RULES = ("links", "links_least", "degree_median")
@@ -513,6 +514,15 @@ class _FlowArrays(NamedTuple):
     fraction: np.ndarray  # of the message, as Pattern.flow_fraction
     out_step: np.ndarray  # flows out of the sender at the flow's step (all chunk graphs)
     in_step: np.ndarray  # flows into the receiver at the flow's step
+
+
+def forget_pricing_views(pattern: Pattern) -> None:
+    """Drop what pricing ``pattern`` kept with it: its flow arrays, gate arrays and critical
+    path plan (about 500 bytes per flow). The controller prices dozens of candidates per
+    decision and keeps a level's worth of them; a view dropped is built again if needed."""
+    pattern.forget_derived(["estimate.flow_arrays",
+                            *((view, rule) for view in ("gate_arrays", "critical.plan")
+                              for rule in EXECUTION_RULES)])
 
 
 def _flow_arrays(pattern: Pattern) -> _FlowArrays:

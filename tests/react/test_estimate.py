@@ -306,6 +306,33 @@ def test_large_patterns_priced_on_arrays_as_flow_by_flow():
             assert on_arrays.tolist() == in_python.tolist()
 
 
+def test_pricing_views_dropped_are_built_again_the_same():
+    import random
+
+    from react.critical import critical_path
+    from react.estimate import FctModel, _Observation, forget_pricing_views
+    from react.patterns import allreduce_double_binary_tree
+    # What pricing a large pattern keeps with it (flow arrays, gate arrays, the critical
+    # path's plan) can be dropped: the next pricing builds it again, with the same floats,
+    # and equal to pricing flow by flow.
+    p = allreduce_double_binary_tree(128)
+    rng = random.Random(8)
+    obs = [_Observation(f.src, f.dst, 1, 1e6, rng.uniform(1e-4, 1e-3), 1.0, 1.0)
+           for f in rng.sample(p.flows, 300)]
+    model = FctModel(obs, concurrency="schedule")
+    first = model.pattern_fcts(p, 4e6)
+    path = critical_path(p, first)
+    views = p._cache["derived"]
+    assert {"estimate.flow_arrays", ("gate_arrays", "algorithm2"),
+            ("critical.plan", "algorithm2")} <= set(views)
+    forget_pricing_views(p)
+    assert not {"estimate.flow_arrays", ("gate_arrays", "algorithm2"),
+                ("critical.plan", "algorithm2")} & set(views)
+    again = model.pattern_fcts(p, 4e6)
+    assert again.tolist() == first.tolist() == model._pattern_fcts_in_python(p, 4e6).tolist()
+    assert critical_path(p, again) == path
+
+
 def slow_into_2(shared_rate):
     """Rank 2's inbound link: 0 -> 2 alone at 1/4 of C = 1, 1 -> 2 beside another job flow
     (k = 2) at ``shared_rate``; every other pair alone at 1."""
