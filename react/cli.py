@@ -210,7 +210,8 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         from react.memory import check_memory, parse_size
 
         check_memory(scenario, parse_size(args.max_memory) if args.max_memory else None,
-                     runs=2 if args.compare else 1, traced=bool(args.trace))
+                     runs=2 if args.compare else 1, traced=bool(args.trace),
+                     react=True if args.compare else None)
     total = sum(j.epochs for j in scenario.jobs) * (2 if args.compare else 1)
     _print_header(scenario, out)
     recorded: list[Any] = []

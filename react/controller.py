@@ -73,7 +73,13 @@ from react.backends.base import EpochResult
 from react.critical import critical_path
 from react.detect import CongestionReport, detect_congestion
 from react.errors import ReactError
-from react.estimate import CONCURRENCY_RULES, UNSEEN_RULES, FctHistory, FctModel
+from react.estimate import (
+    CONCURRENCY_RULES,
+    UNSEEN_RULES,
+    FctHistory,
+    FctModel,
+    forget_pricing_views,
+)
 from react.pattern import Flow, Pattern
 from react.swapspace import Direction, ReplayCache, SwapSpace
 from react.transforms import Swap
@@ -344,6 +350,11 @@ class Controller:
 
     _FAILURES_PER_PATTERN = 64
     _SPACES_CACHED = 64
+    _SPACES_FLOWS = 500_000
+    """Flows of the patterns whose swap spaces are kept, at most (the newest space is kept
+    whatever its size). A space and its pattern's derived views hold ~350 bytes per flow, so
+    64 spaces of a 240-rank ring (114,720 flows) would take 2.5 GB; a space dropped is built
+    again when needed, with the same answers."""
 
     def __init__(self, pattern: Pattern, config: ControllerConfig | None = None) -> None:
         self.config = config or ControllerConfig()
@@ -576,8 +587,10 @@ class Controller:
         if space is None:
             space = SwapSpace(pattern, check=check, replays=self._replays)
             self._spaces[key] = space
-            if len(self._spaces) > self._SPACES_CACHED:
-                self._spaces.popitem(last=False)
+            flows = sum(map(len, self._spaces))
+            while len(self._spaces) > 1 and (len(self._spaces) > self._SPACES_CACHED
+                                             or flows > self._SPACES_FLOWS):
+                flows -= len(self._spaces.popitem(last=False)[0])
         else:
             self._spaces.move_to_end(key)
         return space
@@ -688,6 +701,7 @@ class Controller:
                 seen.add(candidate.flows)
                 trials += 1
                 estimate = _estimated_time(model, candidate, message)
+                forget_pricing_views(candidate)  # memory: a level's candidates are kept
                 if estimate <= parent.estimate_s * (1.0 + self.config.search_slack):
                     children.append(_Path(
                         estimate, candidate, (*parent.swaps, swap),

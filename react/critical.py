@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
 
 import numpy as np
 
 from react.errors import ReactError
-from react.execution import DEFAULT_EXECUTION, Gates, gates
+from react.execution import DEFAULT_EXECUTION, GateArrays, Gates, gate_arrays, gates
 from react.pattern import Pattern
 
 
@@ -45,21 +44,22 @@ def critical_path(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,
         The execution rule whose waits make the chains (:mod:`react.execution`).
     """
     weights = _weights(pattern, fct_s, "critical_path")
-    gs = gates(pattern, execution)
     if not pattern.flows:
+        gates(pattern, execution)  # checks the rule
         return CriticalPath((), 0.0)
     if len(pattern.flows) < ARRAY_FLOWS:
-        _begin, ends, before = _forward_in_order(gs, weights.tolist())
+        _begin, ends, before = _forward_in_order(gates(pattern, execution), weights.tolist())
         last = max(range(len(ends)), key=lambda i: (ends[i], -i))
         path = [last]
         while before[path[-1]] >= 0:
             path.append(before[path[-1]])
         return CriticalPath(tuple(reversed(path)), float(ends[last]))
-    begin, finish, opened = _forward(_plan(pattern, execution, gs), weights)
+    ga = gate_arrays(pattern, execution)
+    begin, finish, opened = _forward(_plan(pattern, execution, ga), weights)
     last = int(np.argmax(finish))  # the latest end; ties: the lowest index
     begins, finishes, opens = begin.tolist(), finish.tolist(), opened.tolist()
     path = [last]
-    while (first := _before(gs, begins, finishes, opens, path[-1])) >= 0:
+    while (first := _before(ga, begins, finishes, opens, path[-1])) >= 0:
         path.append(first)
     return CriticalPath(tuple(reversed(path)), finishes[last])
 
@@ -72,12 +72,13 @@ def schedule(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,
     The controller's estimate uses it to see which predicted flows overlap in time.
     """
     weights = _weights(pattern, fct_s, "schedule")
-    gs = gates(pattern, execution)
     if len(pattern.flows) < ARRAY_FLOWS:
-        begin_in_order, finish_in_order, _before = _forward_in_order(gs, weights.tolist())
+        begin_in_order, finish_in_order, _before = _forward_in_order(gates(pattern, execution),
+                                                                     weights.tolist())
         return (np.array(begin_in_order, dtype=np.float64),
                 np.array(finish_in_order, dtype=np.float64))
-    begin, finish, _opened = _forward(_plan(pattern, execution, gs), weights)
+    ga = gate_arrays(pattern, execution)
+    begin, finish, _opened = _forward(_plan(pattern, execution, ga), weights)
     return begin, finish
 
 
@@ -114,16 +115,14 @@ class _Plan:
     steps: tuple[tuple[int, int, np.ndarray, np.ndarray, np.ndarray], ...]
 
 
-def _plan(pattern: Pattern, execution: str, gs: Gates) -> _Plan:
-    return pattern.derived(("critical.plan", execution), lambda: _build_plan(pattern, gs))
+def _plan(pattern: Pattern, execution: str, ga: GateArrays) -> _Plan:
+    return pattern.derived(("critical.plan", execution), lambda: _build_plan(pattern, ga))
 
 
-def _build_plan(pattern: Pattern, gs: Gates) -> _Plan:
+def _build_plan(pattern: Pattern, ga: GateArrays) -> _Plan:
     n = len(pattern.flows)
-    num_gates = len(gs.members)
-    waits = _padded(gs.waits, n, num_gates)
-    opens = [len(o) for o in gs.opens]
-    open_gate = np.fromiter(chain.from_iterable(gs.opens), np.intp, sum(opens))
+    opens = ga.open_count
+    open_gate = ga.open_gate
     open_flow = np.repeat(np.arange(n), opens)
     first_open = np.concatenate(([0], np.cumsum(opens)))
     step = np.fromiter((f.step for f in pattern.flows), np.intp, n)
@@ -136,18 +135,7 @@ def _build_plan(pattern: Pattern, gs: Gates) -> _Plan:
         runs = np.flatnonzero(np.concatenate(([g.size > 0], g[1:] != g[:-1])))
         steps.append((lo, hi, g[runs], open_flow[first_open[lo]:first_open[hi]][order] - lo,
                       runs))
-    return _Plan(num_gates, waits, tuple(steps))
-
-
-def _padded(rows: Sequence[tuple[int, ...]], n: int, pad: int) -> np.ndarray:
-    """``rows`` as an ``(n, longest)`` array, each row filled up with ``pad``."""
-    lengths = np.fromiter(map(len, rows), np.intp, n)
-    width = int(lengths.max()) if n else 0
-    out = np.full((n, width), pad, dtype=np.intp)
-    flat = np.fromiter(chain.from_iterable(rows), np.intp, int(lengths.sum()))
-    firsts = np.repeat(np.cumsum(lengths) - lengths, lengths)
-    out[np.repeat(np.arange(n), lengths), np.arange(flat.size) - firsts] = flat
-    return out
+    return _Plan(ga.gates, ga.waits, tuple(steps))
 
 
 def _forward(plan: _Plan, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -197,7 +185,7 @@ def _forward_in_order(gs: Gates, w: list[float]) -> tuple[list[float], list[floa
     return begin, finish, before
 
 
-def _before(gs: Gates, begin: list[float], finish: list[float], opened: list[float],
+def _before(ga: GateArrays, begin: list[float], finish: list[float], opened: list[float],
             i: int) -> int:
     """The flow whose end let flow ``i`` start (-1: none, it starts at 0).
 
@@ -207,8 +195,9 @@ def _before(gs: Gates, begin: list[float], finish: list[float], opened: list[flo
     start = begin[i]
     if start == 0.0:
         return -1
-    return min(min(j for j in gs.members[g] if finish[j] == start)
-               for g in gs.waits[i] if opened[g] == start)
+    members, first = ga.member_flows, ga.member_start
+    return min(min(j for j in members[first[g]:first[g + 1]].tolist() if finish[j] == start)
+               for g in ga.waits[i].tolist() if g < ga.gates and opened[g] == start)
 
 
 def estimated_time(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,

@@ -62,6 +62,7 @@ from react.critical import ARRAY_FLOWS as _ARRAY_FLOWS
 from react.critical import schedule
 from react.detect import check_ran, flow_degrees
 from react.errors import ReactError
+from react.execution import EXECUTION_RULES
 from react.pattern import Flow, Pattern
 
 UNSEEN_RULES = ("links", "links_least", "degree_median")
@@ -515,6 +516,15 @@ class _FlowArrays(NamedTuple):
     in_step: np.ndarray  # flows into the receiver at the flow's step
 
 
+def forget_pricing_views(pattern: Pattern) -> None:
+    """Drop what pricing ``pattern`` kept with it: its flow arrays, gate arrays and critical
+    path plan (about 500 bytes per flow). The controller prices dozens of candidates per
+    decision and keeps a level's worth of them; a view dropped is built again if needed."""
+    pattern.forget_derived(["estimate.flow_arrays",
+                            *((view, rule) for view in ("gate_arrays", "critical.plan")
+                              for rule in EXECUTION_RULES)])
+
+
 def _flow_arrays(pattern: Pattern) -> _FlowArrays:
     return pattern.derived("estimate.flow_arrays", lambda: _build_flow_arrays(pattern))
 
@@ -689,23 +699,51 @@ def _group_sharing_rows(start: np.ndarray, end: np.ndarray) -> np.ndarray:
             low_m = low[:, m, None]
             inverse += per_flow[:, m, None] * ((start <= low_m) & (low_m < end))
     else:
-        s, e = start[:, :, None], end[:, :, None]  # (groups, flows, 1)
-        mid3 = mid[:, None, :]
-        k = 1 + running[:, None, :] - ((s <= mid3) & (mid3 < e))
-        # A midpoint that rounds onto a flow's end: the flows starting there are not alongside.
-        starting_at_end = ((start[:, None, :] == e) & (e < end[:, None, :])).sum(axis=2)
-        k -= (mid3 == e) * starting_at_end[:, :, None]
-        inside = (s <= low[:, None, :]) & (low[:, None, :] < e)
-        terms = np.where(inside, (high - low)[:, None, :] / np.where(inside, k, 1), 0.0)
-        for term in np.moveaxis(terms, 2, 0):  # in time order, as a running sum
-            inverse += term
+        # (groups, flows, intervals) arrays, a few groups at a time: a 128-rank ring's 256
+        # groups of 254 flows would take 260 MB per array at once.
+        for rows in _row_blocks(start.shape[0], start.shape[1], mid.shape[1]):
+            inverse[rows] = _inverse_by_flow(start[rows], end[rows], low[rows], high[rows],
+                                             mid[rows], running[rows])
     timed = end > start
     if timed.all():
         return (end - start) / inverse
     # An instant: the other flows running then.
-    instant = 1.0 + ((start[:, None, :] < end[:, :, None])
-                     & (end[:, None, :] > start[:, :, None])).sum(axis=2)
+    instant = np.empty(start.shape)
+    for rows in _row_blocks(start.shape[0], start.shape[1], start.shape[1]):
+        s, e = start[rows], end[rows]
+        instant[rows] = 1.0 + ((s[:, None, :] < e[:, :, None])
+                               & (e[:, None, :] > s[:, :, None])).sum(axis=2)
     return np.where(timed, (end - start) / np.where(timed, inverse, 1.0), instant)
+
+
+_BLOCK_ENTRIES = 1 << 21
+"""Entries of the (groups, flows, intervals) arrays of :func:`_group_sharing_rows` made at once
+(16 MB per float array): their rows are independent, so blocks of rows give the same floats."""
+
+
+def _row_blocks(groups: int, flows: int, intervals: int) -> list[slice]:
+    """Slices of ``groups`` rows, each block at most :data:`_BLOCK_ENTRIES` entries (one row at
+    least)."""
+    per = max(1, _BLOCK_ENTRIES // max(1, flows * intervals))
+    return [slice(lo, min(lo + per, groups)) for lo in range(0, groups, per)]
+
+
+def _inverse_by_flow(start: np.ndarray, end: np.ndarray, low: np.ndarray, high: np.ndarray,
+                     mid: np.ndarray, running: np.ndarray) -> np.ndarray:
+    """Each flow's sum of ``length / k`` over the intervals of its run, in time order, when
+    some midpoint rounds onto a cut (:func:`_group_sharing_rows`)."""
+    s, e = start[:, :, None], end[:, :, None]  # (groups, flows, 1)
+    mid3 = mid[:, None, :]
+    k = 1 + running[:, None, :] - ((s <= mid3) & (mid3 < e))
+    # A midpoint that rounds onto a flow's end: the flows starting there are not alongside.
+    starting_at_end = ((start[:, None, :] == e) & (e < end[:, None, :])).sum(axis=2)
+    k -= (mid3 == e) * starting_at_end[:, :, None]
+    inside = (s <= low[:, None, :]) & (low[:, None, :] < e)
+    terms = np.where(inside, (high - low)[:, None, :] / np.where(inside, k, 1), 0.0)
+    inverse = np.zeros(start.shape)
+    for term in np.moveaxis(terms, 2, 0):  # in time order, as a running sum
+        inverse += term
+    return inverse
 
 
 _ROUND2_EXACT_BELOW = 1e6

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from types import MappingProxyType
 
 import numpy as np
@@ -38,11 +39,13 @@ __all__ = [
     "DEFAULT_EXECUTION",
     "EXECUTION_RULES",
     "ExecutionError",
+    "GateArrays",
     "Gates",
     "GraphProgram",
     "StepOps",
     "check_execution",
     "flow_dependencies",
+    "gate_arrays",
     "gates",
     "rank_programs",
     "replay",
@@ -94,6 +97,28 @@ class Gates:
     released: tuple[tuple[int, ...], ...]
 
 
+@dataclass(frozen=True, slots=True)
+class GateArrays:
+    """The gates of :class:`Gates` as flat arrays, for passes over large patterns.
+
+    The controller prices every candidate pattern it looks at by a critical-path pass over its
+    gates (:mod:`react.critical`); as tuples of Python ints a 128-rank ring's gates take about
+    13 MB per candidate, as arrays 8 bytes per entry. ``waits``: one row per flow, its gates in
+    increasing order, padded with ``gates`` (the gate past the last) to the longest row;
+    ``open_gate``: every flow's ``opens`` laid end to end in flow order, ``open_count[i]``
+    entries for flow ``i``; ``member_flows[member_start[g]:member_start[g + 1]]``: the
+    members of gate ``g`` in increasing order.
+    """
+
+    rule: str
+    gates: int
+    waits: np.ndarray
+    open_gate: np.ndarray
+    open_count: np.ndarray
+    member_flows: np.ndarray
+    member_start: np.ndarray
+
+
 def check_execution(value: object, where: str = "execution") -> str:
     """``value`` if it names an execution rule, else an :class:`ExecutionError` naming it."""
     if not isinstance(value, str) or value not in EXECUTION_RULES:
@@ -137,6 +162,43 @@ def gates(pattern: Pattern, rule: str = DEFAULT_EXECUTION) -> Gates:
     return pattern.derived(("gates", rule), lambda: _build_gates(pattern, rule))
 
 
+def gate_arrays(pattern: Pattern, rule: str = DEFAULT_EXECUTION) -> GateArrays:
+    """:func:`gates` as :class:`GateArrays`, kept with the pattern; under Algorithm 2 built
+    without the tuples (a pattern that is only estimated never needs them)."""
+    check_execution(rule, "gate_arrays: rule")
+    return pattern.derived(("gate_arrays", rule), lambda: _build_gate_arrays(pattern, rule))
+
+
+def _build_gate_arrays(pattern: Pattern, rule: str) -> GateArrays:
+    n = len(pattern.flows)
+    if rule == "algorithm2" and n:
+        core = _algorithm2_core(pattern)
+        lo, hi = core.pair(core.waits_g)
+        open_lo, open_hi = core.pair(core.opens_g)
+        in_group = core.has_next[core.group]  # operations of a step group that opens a gate
+        sizes = np.diff(np.append(core.starts, 2 * n))[core.has_next]
+        return GateArrays(
+            rule, int(core.has_next.sum()), _padded_pairs(lo, hi, int(core.has_next.sum())),
+            _pairs_flat(open_lo, open_hi), (open_lo >= 0).astype(np.intp) + (open_hi >= 0),
+            core.idx2[in_group].astype(np.intp),
+            np.concatenate(([0], np.cumsum(sizes))).astype(np.intp))
+    gs = gates(pattern, rule)
+    num = len(gs.members)
+    lengths = np.fromiter(map(len, gs.waits), np.intp, n)
+    width = int(lengths.max()) if n else 0
+    waits = np.full((n, width), num, dtype=np.intp)
+    flat = np.fromiter(chain.from_iterable(gs.waits), np.intp, int(lengths.sum()))
+    firsts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    waits[np.repeat(np.arange(n), lengths), np.arange(flat.size) - firsts] = flat
+    open_count = np.fromiter(map(len, gs.opens), np.intp, n)
+    sizes = np.fromiter(map(len, gs.members), np.intp, num)
+    return GateArrays(
+        rule, num, waits,
+        np.fromiter(chain.from_iterable(gs.opens), np.intp, int(open_count.sum())), open_count,
+        np.fromiter(chain.from_iterable(gs.members), np.intp, int(sizes.sum())),
+        np.concatenate(([0], np.cumsum(sizes))).astype(np.intp))
+
+
 def _build_gates(pattern: Pattern, rule: str) -> Gates:
     if rule != "dataflow":
         return _algorithm2_gates(pattern)
@@ -164,20 +226,53 @@ def _build_gates(pattern: Pattern, rule: str) -> Gates:
 
 
 def _algorithm2_gates(pattern: Pattern) -> Gates:
-    """The Algorithm 2 gates, grouped with numpy sorts instead of Python dicts.
+    """The Algorithm 2 gates as tuples, from :func:`_algorithm2_core`'s arrays.
 
     The gates of :func:`rank_programs`: one per rank, chunk graph and pair of consecutive steps
     in which that rank has operations, numbered in that order (rank in pattern order, chunk
     graph, step); a gate's members are the first step's operations, the flows released by it
-    the second step's. The controller builds gates for every candidate pattern it estimates
-    (tens of thousands of flows each for a ring of 128 ranks), so this runs on arrays: one
-    sort of the (rank, graph, step, flow) operations, then slices (the tests compare the
-    result with gates read off :func:`rank_programs`).
+    the second step's (the tests compare the result with gates read off :func:`rank_programs`).
+    """
+    if not pattern.flows:
+        return Gates("algorithm2", (), (), (), ())
+    core = _algorithm2_core(pattern)
+    ops = _slices(core.idx2, core.starts)  # the flows of each step group
+    groups = np.flatnonzero(core.has_next).tolist()
+    members = tuple([ops[k] for k in groups])
+    released = tuple([ops[k + 1] for k in groups])
+    return Gates("algorithm2", members, _pairs(*core.pair(core.waits_g)),
+                 _pairs(*core.pair(core.opens_g)), released)
+
+
+@dataclass(frozen=True, slots=True)
+class _Core:
+    """Every operation (a flow is its sender's and its receiver's) sorted by rank position,
+    chunk graph, step and flow, with the step groups and gates that sort makes."""
+
+    idx2: np.ndarray  # the flow of each sorted operation
+    starts: np.ndarray  # step group k holds sorted operations starts[k]:starts[k + 1]
+    has_next: np.ndarray  # step group k opens a gate (the next group is of the same program)
+    group: np.ndarray  # the step group of each sorted operation
+    waits_g: np.ndarray  # per sorted operation, the gate it waits for (-1: none)
+    opens_g: np.ndarray  # ... and the gate it opens (-1: none)
+    send: np.ndarray  # where each flow's sending operation went in the sort
+    recv: np.ndarray  # ... and its receiving one
+
+    def pair(self, per_op: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per flow, the lower and the higher of its two operations' values."""
+        x, y = per_op[self.send], per_op[self.recv]
+        return np.minimum(x, y), np.maximum(x, y)
+
+
+def _algorithm2_core(pattern: Pattern) -> _Core:
+    """The Algorithm 2 gates grouped with numpy sorts instead of Python dicts.
+
+    The controller estimates every candidate pattern (tens of thousands of flows each for a
+    ring of 128 ranks), so this runs on arrays: one sort of the (rank, graph, step, flow)
+    operations, then slices.
     """
     flows = pattern.flows
     n = len(flows)
-    if n == 0:
-        return Gates("algorithm2", (), (), (), ())
     pos = {r: k for k, r in enumerate(pattern.ranks)}
     graph_of = {c: g for g, block in enumerate(pattern.chunk_graphs()) for c in block}
     graph = [graph_of[f.chunks[0]] for f in flows]
@@ -200,19 +295,29 @@ def _algorithm2_gates(pattern: Pattern) -> Gates:
     has_next = np.append(~first_in_prog[1:], False)
     gate_of = np.cumsum(has_next) - 1  # gate of step group k (valid where has_next[k])
     group = np.cumsum(new_step) - 1  # step group of each operation
-    ops = _slices(idx2, starts)  # the flows of each step group
-    groups = np.flatnonzero(has_next).tolist()
-    members = tuple([ops[k] for k in groups])
-    released = tuple([ops[k + 1] for k in groups])
-    # Per flow, the gate each of its two operations opens (its step group's) and waits for
-    # (the previous step group's); -1 for none.
+    # Per operation, the gate it opens (its step group's) and waits for (the previous step
+    # group's); -1 for none.
     opens_g = np.where(has_next[group], gate_of[group], -1)
     waits_g = np.where(first_in_prog[group], -1, gate_of[group - 1])
     where = np.empty(2 * n, dtype=np.int64)  # where each operation went in the sort
     where[order] = np.arange(2 * n)
-    send, recv = where[:n], where[n:]
-    return Gates("algorithm2", members, _pairs(waits_g[send], waits_g[recv]),
-                 _pairs(opens_g[send], opens_g[recv]), released)
+    return _Core(idx2, starts, has_next, group, waits_g, opens_g, where[:n], where[n:])
+
+
+def _padded_pairs(lo: np.ndarray, hi: np.ndarray, pad: int) -> np.ndarray:
+    """:func:`_pairs`' rows as an ``(n, longest)`` array, each row filled up with ``pad``."""
+    two, one = lo >= 0, hi >= 0
+    out = np.empty((lo.size, 2), dtype=np.intp)
+    out[:, 0] = np.where(two, lo, np.where(one, hi, pad))
+    out[:, 1] = np.where(two, hi, pad)
+    width = 2 if two.any() else 1 if one.any() else 0
+    return np.ascontiguousarray(out[:, :width])
+
+
+def _pairs_flat(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """:func:`_pairs`' rows laid end to end."""
+    both = np.stack((lo, hi), axis=1)
+    return both[both >= 0].astype(np.intp)
 
 
 def _slices(values: np.ndarray, starts: np.ndarray) -> list[tuple[int, ...]]:

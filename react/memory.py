@@ -14,6 +14,12 @@ both bounds): about 140 bytes with the timings alone, 270-390 with the network's
 :data:`BYTES_PER_FLOW_EPOCH` and :data:`BYTES_PER_FLOW_EPOCH_TRACED` round them up. Background
 traffic is not counted (long-lived flows leave one record each; a periodic source's count
 depends on how long the jobs take).
+
+A job with REACT on also keeps, in its controller, one observation per flow of each of its last
+``history_epochs`` epochs (:class:`react.estimate.FctHistory`: about 184 bytes each, measured
+the same way; :data:`BYTES_PER_OBSERVATION` rounds it up). What a controller's decision holds
+while it searches (the candidate patterns and their swap spaces) is not counted: it is bounded
+by the controller's caches, not by the epochs (docs/benchmarks.md, "eighth look", measured it).
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ from react.errors import ReactError
 if TYPE_CHECKING:
     from react.scenario import Scenario
 
-__all__ = ["BYTES_PER_FLOW_EPOCH", "BYTES_PER_FLOW_EPOCH_TRACED", "MemoryEstimate",
+__all__ = ["BYTES_PER_FLOW_EPOCH", "BYTES_PER_FLOW_EPOCH_TRACED", "BYTES_PER_OBSERVATION",
+           "MemoryEstimate",
            "MemoryLimitError", "check_memory", "estimate_memory", "format_bytes", "parse_size"]
 
 BYTES_PER_FLOW_EPOCH = 256
@@ -38,6 +45,9 @@ BYTES_PER_FLOW_EPOCH = 256
 
 BYTES_PER_FLOW_EPOCH_TRACED = 512
 """The same with the network's flow records kept for a trace (measured 270-390, rounded up)."""
+
+BYTES_PER_OBSERVATION = 256
+"""Bytes one flow of one epoch holds in a REACT controller's history (measured about 184)."""
 
 BASE_BYTES = 150 * 2**20
 """The interpreter, numpy, the topology and the engine: held whatever the scenario."""
@@ -63,6 +73,8 @@ class MemoryEstimate:
     """How many runs of the scenario stay in memory together (2 with ``--compare``)."""
     traced: bool = False
     """Whether the network's flow records are kept too (a trace)."""
+    observations: int = 0
+    """Flow-epochs the REACT controllers keep as observations (one run with REACT on)."""
 
     @property
     def flow_epochs(self) -> int:
@@ -71,25 +83,32 @@ class MemoryEstimate:
     @property
     def bytes(self) -> int:
         per = BYTES_PER_FLOW_EPOCH_TRACED if self.traced else BYTES_PER_FLOW_EPOCH
-        return BASE_BYTES + self.flow_epochs * per
+        return (BASE_BYTES + self.flow_epochs * per
+                + self.observations * BYTES_PER_OBSERVATION)
 
     def describe(self) -> str:
         parts = ", ".join(f"{name}: {flows:,} flows x {epochs:,} epochs"
                           for name, flows, epochs in self.jobs)
         runs = f" x {self.runs} runs" if self.runs > 1 else ""
-        return (f"about {format_bytes(self.bytes)} ({self.flow_epochs:,} flow records{runs}; "
-                f"{parts})")
+        seen = (f" and {self.observations:,} controller observations"
+                if self.observations else "")
+        return (f"about {format_bytes(self.bytes)} ({self.flow_epochs:,} flow records{runs}"
+                f"{seen}; {parts})")
 
 
-def estimate_memory(scenario: Scenario, *, runs: int = 1, traced: bool = False
-                    ) -> MemoryEstimate:
+def estimate_memory(scenario: Scenario, *, runs: int = 1, traced: bool = False,
+                    react: bool | None = None) -> MemoryEstimate:
     """The memory ``scenario`` will hold at its end (``runs`` runs kept together; ``traced``:
-    with the network's flow records)."""
+    with the network's flow records; ``react``: REACT on or off for every job, None: as each
+    job says)."""
     from react.patterns import GENERATORS
 
     jobs = tuple((j.name, len(GENERATORS[j.collective](j.ranks).flows), j.epochs)
                  for j in scenario.jobs)
-    return MemoryEstimate(jobs, runs, traced)
+    observations = sum(flows * min(epochs, spec.controller.history_epochs)
+                       for (_name, flows, epochs), spec in zip(jobs, scenario.jobs, strict=True)
+                       if (spec.react if react is None else react))
+    return MemoryEstimate(jobs, runs, traced, observations)
 
 
 def available_bytes() -> int | None:
@@ -103,7 +122,8 @@ def available_bytes() -> int | None:
 
 
 def check_memory(scenario: Scenario, max_bytes: int | None = None, *, runs: int = 1,
-                 traced: bool = False, available: int | None | bool = True) -> MemoryEstimate:
+                 traced: bool = False, react: bool | None = None,
+                 available: int | None | bool = True) -> MemoryEstimate:
     """Estimate, then refuse (:class:`MemoryLimitError`) or warn before a too-large run.
 
     Parameters
@@ -116,10 +136,13 @@ def check_memory(scenario: Scenario, max_bytes: int | None = None, *, runs: int 
         Runs held together (2 for a comparison with and without REACT).
     traced : bool
         Whether the runs keep the network's flow records (a trace).
+    react : bool, optional
+        REACT on (True) or off (False) for every job in the run that has it on; None: as each
+        job says (a comparison's second run has it on for every job).
     available : int, None or True
         Memory available, in bytes (True: read it from the system; None: unknown, no check).
     """
-    est = estimate_memory(scenario, runs=runs, traced=traced)
+    est = estimate_memory(scenario, runs=runs, traced=traced, react=react)
     hint = ("run fewer epochs (--epochs), fewer or smaller jobs, or raise the cap with "
             "--max-memory")
     if max_bytes is not None:

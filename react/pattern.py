@@ -255,6 +255,17 @@ class Pattern:
             value = views[key] = build()
             return value
 
+    def forget_derived(self, keys: Iterable[Hashable]) -> None:
+        """Drop the derived views named by ``keys`` (those not built are skipped).
+
+        For memory only: a view dropped is built again, the same, when next asked for (the
+        controller drops the estimate's views of each candidate once it is priced).
+        """
+        views = self._cache.get("derived")
+        if views:
+            for key in keys:
+                views.pop(key, None)
+
     def flow_index(self, flow: Flow) -> int:
         """Index of ``flow`` in ``flows``."""
         index = self._cache.get("flow_index")

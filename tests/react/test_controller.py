@@ -245,3 +245,26 @@ def test_fit_tolerance_trusts_no_estimate_that_misses_the_running_pattern():
 def test_fit_tolerance_out_of_range_is_named():
     with pytest.raises(ConfigError, match="fit_tolerance"):
         ControllerConfig(fit_tolerance=1.5)
+
+
+def test_swap_spaces_kept_within_the_flow_bound_give_the_same_decisions(monkeypatch):
+    # A bound of 40 flows keeps one 8-rank tree's space (28 flows) at a time: every space the
+    # search needs again is rebuilt, and the decisions are those of an unbounded cache, batch
+    # after batch (a trial made to fail, the base again, congestion moving).
+    tree = allreduce_double_binary_tree(8)
+
+    def decisions(bound):
+        monkeypatch.setattr(Controller, "_SPACES_FLOWS", bound)
+        ctl, pattern, out, kept = Controller(tree, ControllerConfig(seed=3)), tree, [], []
+        for into, p in ((3, 2), (3, 12), (3, 2), (5, 2)):
+            d = ctl.observe(batch(pattern, into=into, p=p))
+            out.append((d.action, d.pattern.flows, d.swaps, d.reason))
+            kept.append(sum(len(key) for key in ctl._spaces))
+            pattern = d.pattern
+        return out, kept
+
+    unbounded, kept_unbounded = decisions(10**9)
+    bounded, kept_bounded = decisions(40)
+    assert bounded == unbounded
+    assert [a for a, *_ in bounded].count("try") >= 2
+    assert len(tree.flows) == 28 and max(kept_bounded) == 28 < max(kept_unbounded)

@@ -16,6 +16,7 @@ from react.execution import (
     EXECUTION_RULES,
     ExecutionError,
     flow_dependencies,
+    gate_arrays,
     gates,
     rank_programs,
     replay,
@@ -177,6 +178,42 @@ def test_gates_are_the_rank_programs_steps(name):
                                  for i in range(len(pattern.flows)))
         assert gs.released == tuple(tuple(i for i, w in enumerate(gs.waits) if g in w)
                                     for g in range(len(gs.members)))
+
+
+def _rows(flat, counts):
+    out, at = [], 0
+    for c in counts:
+        out.append(tuple(flat[at:at + c]))
+        at += c
+    return tuple(out)
+
+
+@pytest.mark.parametrize("rule", EXECUTION_RULES)
+@pytest.mark.parametrize("name", sorted(GENERATORS))
+def test_gate_arrays_hold_the_gates_of_the_rank_programs(name, rule):
+    # The arrays the critical path runs on for large patterns, read back into rows: under
+    # Algorithm 2 the rank programs' gates (built without the tuples), under the dataflow rule
+    # the tuples of gates().
+    base = GENERATORS[name](8)
+    ranks = base.ranks
+    for pattern in (base, GlobalSwap(ranks[0], ranks[5]).apply(base),
+                    ChunkLocalSwap(0, ranks[1], ranks[6]).apply(base)):
+        ga = gate_arrays(pattern, rule)
+        gs = gates(pattern, rule)
+        if rule == "algorithm2":
+            members, waits = gates_from_programs(pattern)
+        else:
+            members, waits = gs.members, gs.waits
+        n = len(pattern.flows)
+        assert ga.gates == len(members)
+        width = max(map(len, waits))
+        assert ga.waits.shape == (n, width)  # each row: the flow's gates, then the padding
+        assert ga.waits.tolist() == [[*w, *[ga.gates] * (width - len(w))] for w in waits]
+        sizes = [ga.member_start[g + 1] - ga.member_start[g] for g in range(ga.gates)]
+        assert ga.member_start[0] == 0
+        assert _rows(ga.member_flows.tolist(), sizes) == members
+        opens = tuple(tuple(g for g, m in enumerate(members) if i in m) for i in range(n))
+        assert _rows(ga.open_gate.tolist(), ga.open_count.tolist()) == opens
 
 
 def test_rank_programs_cover_every_rank():

@@ -12,6 +12,7 @@ from react.memory import (
     BASE_BYTES,
     BYTES_PER_FLOW_EPOCH,
     BYTES_PER_FLOW_EPOCH_TRACED,
+    BYTES_PER_OBSERVATION,
     MemoryLimitError,
     check_memory,
     estimate_memory,
@@ -27,11 +28,54 @@ def test_estimate_counts_flows_per_epoch_times_epochs():
     # A ring AllReduce of n ranks runs 2 (n - 1) steps of n flows: 2 x 7 x 8 = 112 per epoch;
     # 10 epochs keep 1,120 flow records, twice that when two runs are kept (--compare).
     scenario = load_scenario(RING).with_epochs(10)
-    est = estimate_memory(scenario)
+    est = estimate_memory(scenario, react=False)
     assert est.jobs == (("ring", 112, 10),)
     assert est.flow_epochs == 1120
     assert est.bytes == BASE_BYTES + 1120 * BYTES_PER_FLOW_EPOCH
     assert estimate_memory(scenario, runs=2).flow_epochs == 2240
+
+
+def test_estimate_counts_what_a_react_controller_observes():
+    # The file's job has REACT on: its controller keeps every flow of its last 60 epochs
+    # (history_epochs), 112 x 10 after 10 epochs, 112 x 60 after 100.
+    scenario = load_scenario(RING)
+    assert scenario.jobs[0].react and scenario.jobs[0].controller.history_epochs == 60
+    est = estimate_memory(scenario.with_epochs(10))
+    assert est.observations == 1120 and "1,120 controller observations" in est.describe()
+    assert est.bytes == BASE_BYTES + 1120 * (BYTES_PER_FLOW_EPOCH + BYTES_PER_OBSERVATION)
+    assert estimate_memory(scenario.with_epochs(100)).observations == 112 * 60
+    assert estimate_memory(scenario.with_epochs(10), react=False).observations == 0
+
+
+def test_bytes_per_observation_bounds_what_a_controller_keeps():
+    from flowsim.network import Network
+    from flowsim.topologies import star
+    from flowsim.traffic import long_lived
+    from react.backends.sim import SimBackend
+    from react.estimate import FctHistory
+    from react.patterns import allreduce_ring
+
+    # Traced growth of the history over 6 more epochs of a 16-rank ring (480 flows each) with
+    # one endless flow into rank 3, with each concurrency rule, after a first batch that pays
+    # the caches.
+
+    ring = allreduce_ring(16)
+    net = Network(star(17))
+    long_lived(net, "h16", "h3")
+    results = SimBackend(net, [f"h{i}" for i in range(16)], 20e6, connections=1).run_epochs(
+        ring, 12)
+    for concurrency in ("schedule", "step"):
+        history = FctHistory(60, concurrency=concurrency)
+        history.add(ring, results[:6])
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        history.add(ring, results[6:])
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        assert len(history) == 12
+        assert 0 < grown / (6 * len(ring.flows)) <= BYTES_PER_OBSERVATION
 
 
 def _traced_growth(run) -> float:
@@ -70,7 +114,7 @@ def test_a_trace_keeps_the_flow_records_and_its_estimate_bounds_them():
     per_flow_epoch = _traced_growth(traced)
     assert kept == [5 * 112, 5 * 112, 25 * 112]  # one record per flow and epoch
     assert BYTES_PER_FLOW_EPOCH < per_flow_epoch <= BYTES_PER_FLOW_EPOCH_TRACED
-    est = estimate_memory(load_scenario(RING).with_epochs(10), traced=True)
+    est = estimate_memory(load_scenario(RING).with_epochs(10), traced=True, react=False)
     assert est.bytes == BASE_BYTES + 1120 * BYTES_PER_FLOW_EPOCH_TRACED
 
 
