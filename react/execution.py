@@ -342,8 +342,8 @@ def _pairs(x: np.ndarray, y: np.ndarray) -> tuple[tuple[int, ...], ...]:
     for i, t in zip(np.flatnonzero(two).tolist(),
                     zip(lo[two].tolist(), hi[two].tolist(), strict=True), strict=True):
         out[i] = t
-    for i, t in zip(np.flatnonzero(one).tolist(), zip(hi[one].tolist()), strict=True):
-        out[i] = t
+    for i, single in zip(np.flatnonzero(one).tolist(), zip(hi[one].tolist()), strict=True):
+        out[i] = single
     return tuple(out)
 
 
