@@ -220,13 +220,12 @@ def sim_epoch_s(case: Case, sharing: str, epochs: int = 10) -> float:
     before the clock starts (as the ns-3 figure is its simulator's run only), flow records off
     as in a plain run."""
     from react.jobs import run_jobs
-    from react.scenario import open_jobs, parse_scenario
+    from react.scenario import forget_flow_records, open_jobs, parse_scenario
 
     doc = {**case.doc, "jobs": [{**job, "epochs": epochs} for job in case.doc["jobs"]]}
     scenario = parse_scenario(doc, source=case.name).with_sharing(sharing)
     with open_jobs(scenario) as jobs:
-        for job in jobs:  # no flow records, as in a plain run (react.scenario.run_scenario)
-            job.backend.network.keep_records = False
+        forget_flow_records(jobs)
         # The garbage of earlier runs is collected before the clock starts, not inside it (a
         # full collection here takes 30-50 ms, as long as several epochs).
         gc.collect()

@@ -750,10 +750,13 @@ class Network:
         latency, or 0 if stopped); the record is kept, when records are, as the event fires,
         before its callbacks run."""
         record = self._record(m, sent, end, stopped)
-        event = m.event
         if self.keep_records:
-            event.callbacks.insert(0, lambda _ev: self.records.append(record))
-        event.succeed_after(record, delay)
+            self._keep_when_fired(m.event, record)
+        m.event.succeed_after(record, delay)
+
+    def _keep_when_fired(self, event: FlowDone, record: FlowRecord) -> None:
+        """Append ``record`` to :attr:`records` when ``event`` fires, before its callbacks."""
+        event.callbacks.insert(0, lambda _ev: self.records.append(record))
 
     def _on_timer(self, event: simpy.Event) -> None:
         if event is not self._timer:

@@ -459,8 +459,7 @@ class TcpNetwork(Network):
             return
         outer, size, asked = relay
         if self.keep_records:
-            record = self._record(m, sent, end, stopped)
-            outer.callbacks.insert(0, lambda _ev: self.records.append(record))
+            self._keep_when_fired(outer, self._record(m, sent, end, stopped))
         outer.succeed_after(
             FlowRecord(m.flow_id, m.src, m.dst, size, min(size, sent * self.model.goodput),
                        asked, end, m.path, m.port, m.tag, m.tenant, m.weight, stopped), delay)

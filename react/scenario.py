@@ -135,6 +135,7 @@ __all__ = [
     "ScenarioError",
     "compare_scenario",
     "controllers",
+    "forget_flow_records",
     "load_scenario",
     "open_jobs",
     "parse_scenario",
@@ -821,18 +822,18 @@ def run_scenario(
 
     try:
         with open_jobs(scenario, react=react) as jobs:
-            _forget_flow_records(jobs)
+            forget_flow_records(jobs)
             keep = scenario.backend == "sim" and scenario.sim.after_epochs == "continue"
             return run_jobs(jobs, on_epoch=on_epoch, keep_running=keep)
     except FlowsimError as exc:  # e.g. a background source timed before the start
         raise ScenarioError(f"{scenario.source}: {exc}") from None
 
 
-def _forget_flow_records(jobs: list[Any]) -> None:
-    """Keep no flow records in the simulated network: nothing reads them once
-    :func:`run_scenario` returns (the jobs' results carry every flow's times), and they are
-    more than half of what each flow of each epoch holds (:mod:`react.memory`). A trace
-    (:func:`react.trace.run_recorded`) keeps them."""
+def forget_flow_records(jobs: list[Any]) -> None:
+    """Keep no flow records in the jobs' simulated networks, as a plain run does: nothing
+    reads them once :func:`run_scenario` returns (the jobs' results carry every flow's times),
+    and they are more than half of what each flow of each epoch holds (:mod:`react.memory`).
+    A trace (:func:`react.trace.run_recorded`) keeps them."""
     from react.backends.sim import SimBackend
 
     for job in jobs:
