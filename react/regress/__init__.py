@@ -7,6 +7,6 @@ say which scenarios got better, which got worse and which decisions changed. A *
 machinery), twice in separate processes to prove it deterministic; :mod:`react.regress.golden`
 records one small JSON file per case; :mod:`react.regress.compare` compares a rerun with it;
 :mod:`react.regress.render` writes the terminal table, a Markdown summary and JUnit XML;
-:mod:`react.regress.cli` is the ``react regress`` command. Controllers other than REACT come from
-:mod:`react.policies`.
+:mod:`react.regress.cli` is the ``react regress`` command (also ``python -m react.regress``).
+Controllers other than REACT come from :mod:`react.policies`.
 """

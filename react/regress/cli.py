@@ -131,10 +131,3 @@ def cmd_regress(args: argparse.Namespace, out: TextIO) -> int:
         print(f"\nwrote {len(written)} golden(s) to {target}", file=out)
         return 0 if all(r.ok for r in runs) else EXIT_FAILED
     return 0 if all(v.status == "pass" for v in verdicts) else EXIT_FAILED
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m react.regress.cli SUITE ...``: the same as ``react regress``."""
-    from react.cli import main as react_main
-
-    return react_main(["regress", *(sys.argv[1:] if argv is None else argv)])

@@ -10,6 +10,8 @@ import importlib.util
 import json
 import re
 import shutil
+import subprocess
+import sys
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -449,3 +451,11 @@ def test_default_suite_matches_its_goldens(capsys):
                     reason="needs the optional dask[distributed]")
 def test_dask_local_cluster_gives_the_recorded_results(work, goldens, capsys):
     assert regress("suite.toml", "--against", "g", "--dask", "local") == 0
+
+
+def test_python_dash_m_react_regress_is_the_react_regress_command():
+    # Before, ``python -m react.regress.cli`` was documented and silently did nothing (exit 0).
+    done = subprocess.run([sys.executable, "-m", "react.regress", "--help"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: react regress") and "--against" in done.stdout
