@@ -151,7 +151,7 @@ TOPOLOGIES: dict[str, Callable[..., Topology]] = {
 """Topology builders a scenario may name (the string registry lives at this edge only)."""
 
 BACKENDS: dict[str, str] = {
-    "sim": "react.backends.sim",
+    "sim": "react.backends.sim_world",
     "emu": "react.backends.emu.world",
     "gpu": "react.backends.gpu.scenario",
     "ns3": "react.backends.ns3.world",

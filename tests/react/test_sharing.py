@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flowsim.tcp import TcpNetwork
-from react.backends.sim import build_network
+from react.backends.sim_world import build_network
 from react.scenario import ScenarioError, parse_scenario, run_scenario
 
 DOC = {
