@@ -17,9 +17,12 @@ depends on how long the jobs take).
 
 A job with REACT on also keeps, in its controller, one observation per flow of each of its last
 ``history_epochs`` epochs (:class:`react.estimate.FctHistory`: about 184 bytes each, measured
-the same way; :data:`BYTES_PER_OBSERVATION` rounds it up). What a controller's decision holds
-while it searches (the candidate patterns and their swap spaces) is not counted: it is bounded
-by the controller's caches, not by the epochs (docs/benchmarks.md, "eighth look", measured it).
+the same way; :data:`BYTES_PER_OBSERVATION` rounds it up), and while it decides it holds the
+candidate patterns it prices and their swap spaces, which do not grow with the epochs but with
+the pattern: :data:`DECISION_BYTES_PER_FLOW_STEP` per flow and step of its pattern (a ring's
+``n^3``), fitted to the measured peaks of the 128- and 240-rank what-ifs (docs/benchmarks.md,
+"tenth look"; before, this part was left out and the 240-rank estimate was 1.3 GiB against a
+4.56 GiB peak).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
     from react.scenario import Scenario
 
 __all__ = ["BYTES_PER_FLOW_EPOCH", "BYTES_PER_FLOW_EPOCH_TRACED", "BYTES_PER_OBSERVATION",
-           "MemoryEstimate",
+           "DECISION_BYTES_PER_FLOW_STEP", "MemoryEstimate",
            "MemoryLimitError", "check_memory", "estimate_memory", "format_bytes", "parse_size"]
 
 BYTES_PER_FLOW_EPOCH = 256
@@ -48,6 +51,10 @@ BYTES_PER_FLOW_EPOCH_TRACED = 512
 
 BYTES_PER_OBSERVATION = 256
 """Bytes one flow of one epoch holds in a REACT controller's history (measured about 184)."""
+
+DECISION_BYTES_PER_FLOW_STEP = 72
+"""What a REACT job's decision holds while it searches, per flow of its pattern and per step
+(fitted to whatif_alibaba_128 and _240: 56-64 bytes, rounded up)."""
 
 BASE_BYTES = 150 * 2**20
 """The interpreter, numpy, the topology and the engine: held whatever the scenario."""
@@ -75,6 +82,8 @@ class MemoryEstimate:
     """Whether the network's flow records are kept too (a trace)."""
     observations: int = 0
     """Flow-epochs the REACT controllers keep as observations (one run with REACT on)."""
+    flow_steps: int = 0
+    """Flows x steps of the REACT jobs' patterns: what their decisions' searches hold."""
 
     @property
     def flow_epochs(self) -> int:
@@ -84,7 +93,8 @@ class MemoryEstimate:
     def bytes(self) -> int:
         per = BYTES_PER_FLOW_EPOCH_TRACED if self.traced else BYTES_PER_FLOW_EPOCH
         return (BASE_BYTES + self.flow_epochs * per
-                + self.observations * BYTES_PER_OBSERVATION)
+                + self.observations * BYTES_PER_OBSERVATION
+                + self.flow_steps * DECISION_BYTES_PER_FLOW_STEP)
 
     def describe(self) -> str:
         parts = ", ".join(f"{name}: {flows:,} flows x {epochs:,} epochs"
@@ -92,6 +102,10 @@ class MemoryEstimate:
         runs = f" x {self.runs} runs" if self.runs > 1 else ""
         seen = (f" and {self.observations:,} controller observations"
                 if self.observations else "")
+        if self.flow_steps:
+            seen += (", and "
+                     f"{format_bytes(self.flow_steps * DECISION_BYTES_PER_FLOW_STEP)} for a "
+                     "decision's search")
         return (f"about {format_bytes(self.bytes)} ({self.flow_epochs:,} flow records{runs}"
                 f"{seen}; {parts})")
 
@@ -103,12 +117,16 @@ def estimate_memory(scenario: Scenario, *, runs: int = 1, traced: bool = False,
     job says)."""
     from react.patterns import GENERATORS
 
-    jobs = tuple((j.name, len(GENERATORS[j.collective](j.ranks).flows), j.epochs)
-                 for j in scenario.jobs)
+    patterns = [GENERATORS[j.collective](j.ranks) for j in scenario.jobs]
+    jobs = tuple((j.name, len(p.flows), j.epochs)
+                 for j, p in zip(scenario.jobs, patterns, strict=True))
+    reacting = [spec.react if react is None else react for spec in scenario.jobs]
     observations = sum(flows * min(epochs, spec.controller.history_epochs)
-                       for (_name, flows, epochs), spec in zip(jobs, scenario.jobs, strict=True)
-                       if (spec.react if react is None else react))
-    return MemoryEstimate(jobs, runs, traced, observations)
+                       for (_name, flows, epochs), spec, on
+                       in zip(jobs, scenario.jobs, reacting, strict=True) if on)
+    flow_steps = sum(len(p.flows) * len({f.step for f in p.flows})
+                     for p, on in zip(patterns, reacting, strict=True) if on)
+    return MemoryEstimate(jobs, runs, traced, observations, flow_steps)
 
 
 def available_bytes() -> int | None:

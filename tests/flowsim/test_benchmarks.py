@@ -38,6 +38,26 @@ def test_bench_concurrency_quick_run_prints_ratios(capsys):
     assert float(row.split()[-1]) < 1e-9
 
 
+def test_simgrid_child_reproduces_the_shipped_simgrid_times(tmp_path):
+    # The shipped c100 set carries the completion times SimGrid itself computed (its done
+    # column): the benchmark's SimGrid child, replaying the set through the Python bindings,
+    # must give them back, or its timings would be of another workload.
+    pytest.importorskip("simgrid", reason="SimGrid's Python bindings are not installed "
+                        "(optional; benchmarks/bench_concurrency.py says how to build them)")
+    import json
+    import subprocess
+    import sys
+
+    data = ROOT / "tests" / "data" / "leafspine128_10k_c100.json"
+    out = tmp_path / "done.json"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_concurrency.py"), "--child",
+                    "simgrid", str(data), str(out)], check=True, capture_output=True, timeout=300)
+    got = json.loads(out.read_text())
+    want = json.loads(data.read_text())["done"]
+    assert len(got) == len(want) == 10_000
+    assert max(abs(a - b) / b for a, b in zip(got, want, strict=True)) < 1e-9
+
+
 def test_shipped_whatif_scenarios_are_the_generator_output():
     bench = _load("bench_whatif")
     for name, text in bench.scenario_texts().items():
