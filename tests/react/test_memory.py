@@ -164,11 +164,11 @@ def test_run_max_memory_refuses_before_starting(capsys):
     assert "memory size 'two gigs'" in capsys.readouterr().err
 
 
-@pytest.mark.slow
 def test_estimate_bounds_the_peak_of_a_what_if_with_decisions():
     # A whole what-if (3 jobs x 32 ranks on the 720-server fabric, REACT on: every job decides
     # after epoch 6) in a child process; its peak RSS must not exceed the estimate, which the
-    # decisions' term was not fitted to (it was fitted at 128 and 240 ranks). 20-60 s.
+    # decisions' term was not fitted to (it was fitted at 128 and 240 ranks): measured 104 MiB
+    # against 167 MiB estimated. About 20 s.
     import resource
     import subprocess
     import sys
