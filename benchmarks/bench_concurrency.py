@@ -141,8 +141,9 @@ def child_simgrid(path: str, out: str | None) -> None:
     """Replay a workload with SimGrid's max-min model (CM02) through its Python bindings.
 
     Checked against SimGrid 4.1's s4u Python API (``pip install --no-build-isolation
-    simgrid==4.1`` after ``pybind11<3`` and ``libboost-dev``, with ``LD_LIBRARY_PATH`` naming
-    the folder that holds the installed ``libsimgrid.so``): its completion times match the
+    simgrid==4.1`` after ``pybind11<3`` and ``libboost-dev``, about 20 minutes of compiling on
+    2 cores, with ``LD_LIBRARY_PATH`` naming the folder that holds the installed
+    ``libsimgrid.so``): its completion times match the
     shipped sets' SimGrid times (the parent prints the largest difference). Each flow's route is
     fixed by the file, and SimGrid routes by host pair, so every server appears once per spine
     (``h{i}s{k}``) and a flow through spine ``k`` runs between the ``k``-th copies of its

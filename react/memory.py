@@ -124,7 +124,7 @@ def estimate_memory(scenario: Scenario, *, runs: int = 1, traced: bool = False,
     observations = sum(flows * min(epochs, spec.controller.history_epochs)
                        for (_name, flows, epochs), spec, on
                        in zip(jobs, scenario.jobs, reacting, strict=True) if on)
-    flow_steps = sum(len(p.flows) * len({f.step for f in p.flows})
+    flow_steps = sum(len(p.flows) * p.num_steps
                      for p, on in zip(patterns, reacting, strict=True) if on)
     return MemoryEstimate(jobs, runs, traced, observations, flow_steps)
 
