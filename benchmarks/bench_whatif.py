@@ -30,13 +30,13 @@ import argparse
 import cProfile
 import os
 import pstats
-import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from react.child_usage import run_measured
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "experiments" / "scenarios"
@@ -162,13 +162,10 @@ def run_whole(path: Path, epochs: int | None) -> tuple[float, float, float]:
     cmd = [sys.executable, "-m", "react", "run", str(path), "--no-progress"]
     if epochs:
         cmd += ["--epochs", str(epochs)]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, after.ru_maxrss / 1024
+    done = run_measured(cmd, cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr}")
+    return done.wall_s, done.cpu_s, done.peak_rss_bytes / 2**20
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -152,7 +152,7 @@ class FlowDone(simpy.Event):
         One event, as :class:`simpy.Timeout` schedules itself, where a timeout whose callback
         succeeds this event would be two.
         """
-        if self._value is not simpy.events.PENDING:
+        if self.triggered:
             raise RuntimeError(f"{self} has already been triggered")
         self._ok = True
         self._value = record

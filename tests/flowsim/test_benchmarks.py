@@ -43,7 +43,8 @@ def test_simgrid_child_reproduces_the_shipped_simgrid_times(tmp_path):
     # column): the benchmark's SimGrid child, replaying the set through the Python bindings,
     # must give them back, or its timings would be of another workload.
     pytest.importorskip("simgrid", reason="SimGrid's Python bindings are not installed "
-                        "(optional; benchmarks/bench_concurrency.py says how to build them)")
+                        "(optional; benchmarks/bench_concurrency.py says how to build them)",
+                        exc_type=ImportError)
     import json
     import subprocess
     import sys
