@@ -681,69 +681,93 @@ def _group_sharing_rows(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     k`` over the intervals of its run, in time order, ``k`` being itself and the others running
     (a flow that starts exactly when this one ends does not run alongside it). A repeated cut
     makes an interval of length 0, which adds 0.0: the sums are those over distinct cuts.
+
+    Work and memory follow the flows and the intervals of their runs, not groups x flows x
+    intervals: each flow sums its own run (a contiguous range of its group's intervals), all
+    flows one interval at a time. Inside a run ``k`` is the interval's running count, except
+    where the last interval's midpoint rounds onto the flow's end (adjacent floats): there
+    neither the flow nor the flows starting at its end run alongside. The same floats as the
+    group-by-group :func:`_group_sharing` (tests/react/test_estimate.py).
     """
-    cuts = np.sort(np.concatenate((start, end), axis=1), axis=1)
+    groups, width = start.shape
+    both = np.concatenate((start, end), axis=1)
+    cuts = np.sort(both, axis=1)
     low, high = cuts[:, :-1], cuts[:, 1:]
     mid = 0.5 * (low + high)  # (groups, intervals)
+    keys = _RowKeys(both, cuts, mid)
     # Flows with start <= mid < end: those started by then less those ended (end >= start).
-    running = np.zeros(mid.shape, dtype=np.int64)
-    for j in range(start.shape[1]):
-        running += start[:, j, None] <= mid
-        running -= end[:, j, None] <= mid
-    inverse = np.zeros(start.shape)
-    if not np.any((mid == high) & (low < high)):
-        # No midpoint rounds onto a cut: inside a flow's run it runs at every midpoint, so
-        # the count there includes it.
-        per_flow = (high - low) / np.maximum(running, 1)
-        for m in range(mid.shape[1]):  # in time order, as a running sum
-            low_m = low[:, m, None]
-            inverse += per_flow[:, m, None] * ((start <= low_m) & (low_m < end))
-    else:
-        # (groups, flows, intervals) arrays, a few groups at a time: a 128-rank ring's 256
-        # groups of 254 flows would take 260 MB per array at once.
-        for rows in _row_blocks(start.shape[0], start.shape[1], mid.shape[1]):
-            inverse[rows] = _inverse_by_flow(start[rows], end[rows], low[rows], high[rows],
-                                             mid[rows], running[rows])
+    running = (np.searchsorted(keys.sorted_rows(keys.start), keys.mid, "right")
+               - np.searchsorted(keys.sorted_rows(keys.end), keys.mid, "right"))
+    length = (high - low).ravel()
+    term = np.zeros(length.shape)
+    np.divide(length, running, out=term, where=running > 0)
+    # A flow's run: the intervals with start <= low < end, [first, first + count).
+    first = np.searchsorted(keys.low, keys.start.ravel(), "left")
+    count = np.searchsorted(keys.low, keys.end.ravel(), "left") - first
     timed = end > start
+    last_terms = _last_terms_onto_ends(keys, timed, mid, end, first, count, length, running)
+    inverse = np.zeros(count.shape)
+    for j in range(int(count.max(initial=0))):  # in time order, as a running sum
+        live = np.flatnonzero(count > j)
+        add = term[first[live] + j]
+        if last_terms:
+            for i in np.flatnonzero(count[live] == j + 1).tolist():
+                add[i] = last_terms.get(int(live[i]), add[i])
+        inverse[live] += add
+    inverse = inverse.reshape(groups, width)
     if timed.all():
         return (end - start) / inverse
     # An instant: the other flows running then.
-    instant = np.empty(start.shape)
-    for rows in _row_blocks(start.shape[0], start.shape[1], start.shape[1]):
-        s, e = start[rows], end[rows]
-        instant[rows] = 1.0 + ((s[:, None, :] < e[:, :, None])
-                               & (e[:, None, :] > s[:, :, None])).sum(axis=2)
+    instant = np.ones(start.shape)
+    for g in np.flatnonzero(~timed.all(axis=1)).tolist():
+        s, e = start[g], end[g]
+        instant[g] = 1.0 + ((s[None, :] < e[:, None]) & (e[None, :] > s[:, None])).sum(axis=1)
     return np.where(timed, (end - start) / np.where(timed, inverse, 1.0), instant)
 
 
-_BLOCK_ENTRIES = 1 << 21
-"""Entries of the (groups, flows, intervals) arrays of :func:`_group_sharing_rows` made at once
-(16 MB per float array): their rows are independent, so blocks of rows give the same floats."""
+class _RowKeys:
+    """Exact integer keys that let one ``searchsorted`` search every row at once.
+
+    A cut's key is twice its rank among its row's distinct cuts, a midpoint strictly inside an
+    interval one more than the interval's low end, plus the row times a span that keeps rows
+    apart: comparisons of keys are those of the floats within a row, and rows never mix.
+    """
+
+    def __init__(self, both: np.ndarray, cuts: np.ndarray, mid: np.ndarray) -> None:
+        groups, width2 = cuts.shape
+        rank = np.zeros(cuts.shape, dtype=np.int64)
+        np.cumsum(cuts[:, 1:] != cuts[:, :-1], axis=1, out=rank[:, 1:])
+        self.row = np.arange(groups, dtype=np.int64)[:, None] * (2 * width2 + 2)
+        cut = 2 * rank + self.row
+        by_flow = np.empty_like(cut)
+        np.put_along_axis(by_flow, np.argsort(both, axis=1), cut, axis=1)
+        half = width2 // 2
+        self.start, self.end = by_flow[:, :half], by_flow[:, half:]
+        low = cut[:, :-1]
+        self.low = low.ravel()  # sorted: rows in order, each row's cuts sorted
+        self.mid = np.where(mid == cuts[:, 1:], cut[:, 1:], low + (mid != cuts[:, :-1])).ravel()
+
+    @staticmethod
+    def sorted_rows(keys: np.ndarray) -> np.ndarray:
+        return np.sort(keys, axis=1).ravel()
 
 
-def _row_blocks(groups: int, flows: int, intervals: int) -> list[slice]:
-    """Slices of ``groups`` rows, each block at most :data:`_BLOCK_ENTRIES` entries (one row at
-    least)."""
-    per = max(1, _BLOCK_ENTRIES // max(1, flows * intervals))
-    return [slice(lo, min(lo + per, groups)) for lo in range(0, groups, per)]
-
-
-def _inverse_by_flow(start: np.ndarray, end: np.ndarray, low: np.ndarray, high: np.ndarray,
-                     mid: np.ndarray, running: np.ndarray) -> np.ndarray:
-    """Each flow's sum of ``length / k`` over the intervals of its run, in time order, when
-    some midpoint rounds onto a cut (:func:`_group_sharing_rows`)."""
-    s, e = start[:, :, None], end[:, :, None]  # (groups, flows, 1)
-    mid3 = mid[:, None, :]
-    k = 1 + running[:, None, :] - ((s <= mid3) & (mid3 < e))
-    # A midpoint that rounds onto a flow's end: the flows starting there are not alongside.
-    starting_at_end = ((start[:, None, :] == e) & (e < end[:, None, :])).sum(axis=2)
-    k -= (mid3 == e) * starting_at_end[:, :, None]
-    inside = (s <= low[:, None, :]) & (low[:, None, :] < e)
-    terms = np.where(inside, (high - low)[:, None, :] / np.where(inside, k, 1), 0.0)
-    inverse = np.zeros(start.shape)
-    for term in np.moveaxis(terms, 2, 0):  # in time order, as a running sum
-        inverse += term
-    return inverse
+def _last_terms_onto_ends(keys: _RowKeys, timed: np.ndarray, mid: np.ndarray, end: np.ndarray,
+                          first: np.ndarray, count: np.ndarray, length: np.ndarray,
+                          running: np.ndarray) -> dict[int, float]:
+    """The last term of each run whose last midpoint rounds onto the flow's end (by flow)."""
+    runs = np.flatnonzero(count > 0)
+    last = first[runs] + count[runs] - 1
+    onto = mid.ravel()[last] == end.ravel()[runs]
+    if not onto.any():
+        return {}
+    flows, at = runs[onto], last[onto]
+    # The timed flows starting at that end (untimed ones keyed below their row's keys).
+    starts = keys.sorted_rows(np.where(timed, keys.start, keys.row - 1))
+    ends = keys.end.ravel()[flows]
+    starting = np.searchsorted(starts, ends, "right") - np.searchsorted(starts, ends, "left")
+    return dict(zip(flows.tolist(), (length[at] / (1 + running[at] - starting)).tolist(),
+                    strict=True))
 
 
 _ROUND2_EXACT_BELOW = 1e6

@@ -207,36 +207,37 @@ def test_group_sharing_matches_the_definition_on_random_groups(implementation):
             assert got[i] == pytest.approx(float(_exact_sharing(spans, i)), rel=1e-12), spans
 
 
-def test_group_sharing_rows_in_blocks_of_rows_give_the_same_floats(monkeypatch):
+def test_group_sharing_rows_give_the_floats_of_the_group_by_group_python():
     import random
 
     import react.estimate as estimate
-    # Many groups of one size at once, with ties, adjacent floats and instants (midpoints
-    # that round onto a cut, so the (groups, flows, intervals) path runs): solved one row per
-    # block, they must give the floats of all rows in one block and of the group-by-group
-    # Python implementation. (Not the definition: where a flow lasts one ulp, both
-    # implementations count the flows ending with it at the midpoint that rounds onto its end
-    # as not running, a difference confined to an interval of one ulp.)
+    # Many groups of one size at once, with ties, adjacent floats and instants (midpoints that
+    # round onto a cut, where a flow's last term differs) and long runs across many intervals:
+    # all rows at once, each row alone and the group-by-group Python implementation (its sums
+    # in the same order) must give the same floats, bit for bit. (Not the definition: where a
+    # flow lasts one ulp, both count the flows ending with it at the midpoint that rounds onto
+    # its end as not running, a difference confined to an interval of one ulp.)
     rng = random.Random(11)
     # The midpoint of 1 + 2**-52 and 1 + 2**-51 rounds (to even) onto the latter.
-    points = [0.0, 0.5, 1.0, 1.0000000000000002, 1.0000000000000004, 2.0]
-    groups = []
-    for _ in range(60):
-        starts = [rng.choice(points) if rng.random() < 0.6 else rng.uniform(0, 2)
-                  for _ in range(5)]
-        groups.append([(a, max(a, rng.choice(points) if rng.random() < 0.6
-                               else a + rng.uniform(0, 1))) for a in starts])
-    start = np.array([[a for a, _b in g] for g in groups])
-    end = np.array([[b for _a, b in g] for g in groups])
-    cuts = np.sort(np.concatenate((start, end), axis=1), axis=1)
-    assert np.any(0.5 * (cuts[:, :-1] + cuts[:, 1:]) == cuts[:, 1:])
-    together = estimate._group_sharing_rows(start, end)
-    monkeypatch.setattr(estimate, "_BLOCK_ENTRIES", 1)
-    assert estimate._row_blocks(60, 5, 9) == [slice(k, k + 1) for k in range(60)]
-    blocked = estimate._group_sharing_rows(start, end)
-    assert blocked.tolist() == together.tolist()
-    for row, spans in zip(blocked.tolist(), groups, strict=True):
-        assert row == pytest.approx(estimate._group_sharing(spans), rel=1e-12), spans
+    points = [0.0, 0.5, 1.0, 1.0000000000000002, 1.0000000000000004, 2.0, 3.0,
+              3.0000000000000004]
+    for size in (2, 5, 9):
+        groups = []
+        for _ in range(300):
+            starts = [rng.choice(points) if rng.random() < 0.6 else rng.uniform(0, 3)
+                      for _ in range(size)]
+            groups.append([(a, max(a, rng.choice(points) if rng.random() < 0.6
+                                   else a + rng.uniform(0, 1))) for a in starts])
+        groups.append([(0.0, 3.0), *((k / size, (k + 1) / size) for k in range(size - 1))])
+        start = np.array([[a for a, _b in g] for g in groups])
+        end = np.array([[b for _a, b in g] for g in groups])
+        cuts = np.sort(np.concatenate((start, end), axis=1), axis=1)
+        assert np.any(0.5 * (cuts[:, :-1] + cuts[:, 1:]) == cuts[:, 1:])
+        assert np.any(end == start)
+        together = estimate._group_sharing_rows(start, end).tolist()
+        for g, spans in enumerate(groups):
+            alone = estimate._group_sharing_rows(start[g:g + 1], end[g:g + 1])[0].tolist()
+            assert together[g] == alone == list(estimate._group_sharing(spans)), spans
 
 
 @pytest.mark.parametrize("implementation", ["python", "arrays"])
