@@ -350,11 +350,20 @@ class Controller:
 
     _FAILURES_PER_PATTERN = 64
     _SPACES_CACHED = 64
-    _SPACES_FLOWS = 500_000
-    """Flows of the patterns whose swap spaces are kept, at most (the newest space is kept
-    whatever its size). A space and its pattern's derived views hold ~350 bytes per flow, so
-    64 spaces of a 240-rank ring (114,720 flows) would take 2.5 GB; a space dropped is built
-    again when needed, with the same answers."""
+    _SPACES_BYTES = 192 * 2**20
+    """What the kept swap spaces may hold, estimated (the newest space is kept whatever its
+    size): :data:`_SPACE_BYTES_PER_FLOW` per flow of their patterns and
+    :data:`_REPLAY_BYTES_PER_ENTRY` per entry of the chunk-graph replays they hold. Counting
+    flows alone let 64 spaces of a 240-rank recursive-doubling AllGather (1,120 flows, but one
+    replay of ~85 MiB each) fill 4.6 GB. A space dropped is built again when needed, with the
+    same answers."""
+    _SPACE_BYTES_PER_FLOW = 350
+    _REPLAY_BYTES_PER_ENTRY = 200
+    """Measured with ``tracemalloc``: a 240-rank RD AllGather's replay after three ranks' swaps,
+    85 MiB for 518,400 entries; a 128-rank one's, 22 MiB for 114,688."""
+    _REPLAYS_SHARED_ENTRIES = 2**19
+    """Entries of the replays shared between spaces (:class:`react.swapspace.ReplayCache`),
+    about 100 MiB, beyond those the kept spaces hold."""
 
     def __init__(self, pattern: Pattern, config: ControllerConfig | None = None) -> None:
         self.config = config or ControllerConfig()
@@ -367,7 +376,7 @@ class Controller:
                                   concurrency="schedule") if checked else None)
         self._rng = np.random.default_rng(self.config.seed)
         self._spaces: OrderedDict[tuple[Flow, ...], SwapSpace] = OrderedDict()
-        self._replays = ReplayCache(4 * self._SPACES_CACHED)
+        self._replays = ReplayCache(4 * self._SPACES_CACHED, self._REPLAYS_SHARED_ENTRIES)
         self._space(pattern, check=True)
         self._trial: _Trial | None = None
         # Per base pattern: (picture, swaps, flows of the pattern tried) of each failed trial.
@@ -587,13 +596,17 @@ class Controller:
         if space is None:
             space = SwapSpace(pattern, check=check, replays=self._replays)
             self._spaces[key] = space
-            flows = sum(map(len, self._spaces))
+            held = sum(map(self._space_bytes, self._spaces.values()))
             while len(self._spaces) > 1 and (len(self._spaces) > self._SPACES_CACHED
-                                             or flows > self._SPACES_FLOWS):
-                flows -= len(self._spaces.popitem(last=False)[0])
+                                             or held > self._SPACES_BYTES):
+                held -= self._space_bytes(self._spaces.popitem(last=False)[1])
         else:
             self._spaces.move_to_end(key)
         return space
+
+    def _space_bytes(self, space: SwapSpace) -> int:
+        return (self._SPACE_BYTES_PER_FLOW * len(space.pattern.flows)
+                + self._REPLAY_BYTES_PER_ENTRY * space.replay_entries())
 
     def _explore(
         self, pattern: Pattern, batch: tuple[EpochResult, ...], report: CongestionReport,

@@ -817,6 +817,10 @@ class SwapSpace:
             )
         self._global_guard_done = True
 
+    def replay_entries(self) -> int:
+        """The :attr:`_GraphReplay.entries` of the replays this space holds (memory bounds)."""
+        return sum(replay.entries for replay in self._replays.values())
+
     def _replay(self, g: int) -> _GraphReplay:
         replay = self._replays.get(g)
         if replay is None:
@@ -1077,13 +1081,20 @@ class ReplayCache:
     A replay depends only on the collective's meaning (kind, ranks, root, chunks) and on the
     flows of its chunk graph, which is its key, so a space gets the same answers from a shared
     replay as from its own; its caches (verdicts, paths, boundaries) then serve every space
-    whose pattern has that chunk graph.
+    whose pattern has that chunk graph. It keeps at most ``size`` replays and, with
+    ``max_entries``, at most that many :attr:`_GraphReplay.entries` in all (the newest replay
+    whatever its size): a dropped replay is built again when asked for, with the same answers.
     """
 
-    def __init__(self, size: int = 256) -> None:
+    def __init__(self, size: int = 256, max_entries: int | None = None) -> None:
         if not (isinstance(size, int) and size >= 1):
             raise PatternError(f"ReplayCache: size must be a positive integer, got {size!r}")
+        if max_entries is not None and not (isinstance(max_entries, int) and max_entries >= 1):
+            raise PatternError(
+                f"ReplayCache: max_entries must be a positive integer or None, got {max_entries!r}")
         self._size = size
+        self._max_entries = max_entries
+        self._entries = 0
         self._replays: OrderedDict[tuple[object, ...], _GraphReplay] = OrderedDict()
 
     def __len__(self) -> int:
@@ -1097,8 +1108,11 @@ class ReplayCache:
         if replay is None:
             replay = _GraphReplay(pattern, g, pos)
             self._replays[key] = replay
-            if len(self._replays) > self._size:
-                self._replays.popitem(last=False)
+            self._entries += replay.entries
+            while len(self._replays) > 1 and (
+                    len(self._replays) > self._size
+                    or (self._max_entries is not None and self._entries > self._max_entries)):
+                self._entries -= self._replays.popitem(last=False)[1].entries
         else:
             self._replays.move_to_end(key)
         return replay
@@ -1126,6 +1140,9 @@ class _GraphReplay:
             self.into.setdefault(f.step, {}).setdefault(d, []).append((s, f.chunks, cp))
             self.out.setdefault(f.step, {}).setdefault(s, []).append((d, f.chunks, cp))
         self.steps = sorted(self.into)
+        #: What its state can grow to, (rank, chunk) values per step: a recursive-doubling
+        #: AllGather of 240 ranks is one graph of 240 chunks, ~85 MiB at 518,400 entries.
+        self.entries = self.n * len(self.chunks) * len(self.steps)
         self._boundaries: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         # Initial and required final values per (rank, chunk); None = unconstrained.
         self.initial: dict[tuple[int, int], int] = {}

@@ -8,7 +8,7 @@ from flowsim.traffic import long_lived
 from react.backends.sim import SimBackend
 from react.controller import ConfigError, Controller, ControllerConfig
 from react.errors import ReactError
-from react.patterns import allreduce_double_binary_tree
+from react.patterns import allgather_recursive_doubling, allreduce_double_binary_tree
 from react.swapspace import SwapSpace
 
 
@@ -247,24 +247,45 @@ def test_fit_tolerance_out_of_range_is_named():
         ControllerConfig(fit_tolerance=1.5)
 
 
-def test_swap_spaces_kept_within_the_flow_bound_give_the_same_decisions(monkeypatch):
-    # A bound of 40 flows keeps one 8-rank tree's space (28 flows) at a time: every space the
-    # search needs again is rebuilt, and the decisions are those of an unbounded cache, batch
-    # after batch (a trial made to fail, the base again, congestion moving).
-    tree = allreduce_double_binary_tree(8)
+@pytest.mark.parametrize("generator", [allreduce_double_binary_tree, allgather_recursive_doubling])
+def test_swap_spaces_kept_within_the_memory_bound_give_the_same_decisions(monkeypatch, generator):
+    # A bound of 40 flows' worth keeps one 8-rank pattern's space at a time (a tree's 28 flows;
+    # the recursive doubling's replay of its one chunk graph alone is over the bound), and the
+    # shared replays are held to one: every space and replay the search needs again is rebuilt,
+    # and the decisions are those of unbounded caches, batch after batch (a trial made to fail,
+    # the base again, congestion moving).
+    base = generator(8)
 
     def decisions(bound):
-        monkeypatch.setattr(Controller, "_SPACES_FLOWS", bound)
-        ctl, pattern, out, kept = Controller(tree, ControllerConfig(seed=3)), tree, [], []
+        monkeypatch.setattr(Controller, "_SPACES_BYTES", bound * Controller._SPACE_BYTES_PER_FLOW)
+        monkeypatch.setattr(Controller, "_REPLAYS_SHARED_ENTRIES", bound)
+        ctl, pattern, out, kept = Controller(base, ControllerConfig(seed=3)), base, [], []
         for into, p in ((3, 2), (3, 12), (3, 2), (5, 2)):
             d = ctl.observe(batch(pattern, into=into, p=p))
             out.append((d.action, d.pattern.flows, d.swaps, d.reason))
-            kept.append(sum(len(key) for key in ctl._spaces))
+            kept.append(len(ctl._spaces))
             pattern = d.pattern
-        return out, kept
+        return out, kept, ctl
 
-    unbounded, kept_unbounded = decisions(10**9)
-    bounded, kept_bounded = decisions(40)
+    unbounded, kept_unbounded, _ = decisions(10**9)
+    bounded, kept_bounded, ctl = decisions(40)
     assert bounded == unbounded
-    assert [a for a, *_ in bounded].count("try") >= 2
-    assert len(tree.flows) == 28 and max(kept_bounded) == 28 < max(kept_unbounded)
+    assert [a for a, *_ in bounded].count("try") >= 1
+    assert max(kept_bounded) == 1 < max(kept_unbounded)
+    assert len(ctl._replays) <= 1
+
+
+def test_a_space_is_weighed_with_the_replays_it_holds():
+    # Recursive doubling on 16 ranks: two chunk graphs of 8 chunks over 4 steps; rank 0's swaps
+    # replay one of them, 16 ranks x 8 chunks x 4 steps = 512 entries, which the space weighs
+    # beside its 64 flows.
+    rd = allgather_recursive_doubling(16)
+    ctl = Controller(rd)
+    space = ctl.swap_space(rd)
+    before = ctl._space_bytes(space)
+    assert before == 64 * Controller._SPACE_BYTES_PER_FLOW
+    space.candidate_classes(0)
+    assert space.replay_entries() == 512
+    assert ctl._space_bytes(space) == before + 512 * Controller._REPLAY_BYTES_PER_ENTRY
+
+
