@@ -18,11 +18,12 @@ depends on how long the jobs take).
 A job with REACT on also keeps, in its controller, one observation per flow of each of its last
 ``history_epochs`` epochs (:class:`react.estimate.FctHistory`: about 184 bytes each, measured
 the same way; :data:`BYTES_PER_OBSERVATION` rounds it up), and while it decides it holds the
-candidate patterns it prices and their swap spaces, which do not grow with the epochs but with
-the pattern: :data:`DECISION_BYTES_PER_FLOW_STEP` per flow and step of its pattern (a ring's
-``n^3``), fitted to the measured peaks of the 128- and 240-rank what-ifs (docs/benchmarks.md,
-"tenth look"; before, this part was left out and the 240-rank estimate was 1.3 GiB against a
-4.56 GiB peak).
+candidate patterns it prices and swap spaces with their chunk-graph replays, which do not grow
+with the epochs but with the pattern: :data:`DECISION_BYTES_PER_FLOW_STEP` per flow and step of
+its pattern, at most :data:`DECISION_BYTES_CAP` per job, the bound the controller keeps its
+spaces and replays within plus what one search level's pricing holds (docs/benchmarks.md,
+"eleventh look": before that bound, a 240-rank recursive-doubling AllGather's replays took the
+240-rank what-if to 4.56 GiB).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from react.scenario import Scenario
 
 __all__ = ["BYTES_PER_FLOW_EPOCH", "BYTES_PER_FLOW_EPOCH_TRACED", "BYTES_PER_OBSERVATION",
-           "DECISION_BYTES_PER_FLOW_STEP", "MemoryEstimate",
+           "DECISION_BYTES_CAP", "DECISION_BYTES_PER_FLOW_STEP", "MemoryEstimate",
            "MemoryLimitError", "check_memory", "estimate_memory", "format_bytes", "parse_size"]
 
 BYTES_PER_FLOW_EPOCH = 256
@@ -54,7 +55,12 @@ BYTES_PER_OBSERVATION = 256
 
 DECISION_BYTES_PER_FLOW_STEP = 72
 """What a REACT job's decision holds while it searches, per flow of its pattern and per step
-(fitted to whatif_alibaba_128 and _240: 56-64 bytes, rounded up)."""
+(small patterns: the 32-rank what-if's decisions stay under it)."""
+
+DECISION_BYTES_CAP = 512 * 2**20
+"""At most this per REACT job: the controller's kept swap spaces (192 MiB) and shared replays
+(~100 MiB), one search level's candidates and their pricing (a 240-rank ring's first decision:
++485 MiB at its peak with the pricing of before the eleventh look, +208 MiB at 128 ranks now)."""
 
 BASE_BYTES = 150 * 2**20
 """The interpreter, numpy, the topology and the engine: held whatever the scenario."""
@@ -82,8 +88,8 @@ class MemoryEstimate:
     """Whether the network's flow records are kept too (a trace)."""
     observations: int = 0
     """Flow-epochs the REACT controllers keep as observations (one run with REACT on)."""
-    flow_steps: int = 0
-    """Flows x steps of the REACT jobs' patterns: what their decisions' searches hold."""
+    decision_bytes: int = 0
+    """What the REACT jobs' decisions hold while they search, in all."""
 
     @property
     def flow_epochs(self) -> int:
@@ -94,7 +100,7 @@ class MemoryEstimate:
         per = BYTES_PER_FLOW_EPOCH_TRACED if self.traced else BYTES_PER_FLOW_EPOCH
         return (BASE_BYTES + self.flow_epochs * per
                 + self.observations * BYTES_PER_OBSERVATION
-                + self.flow_steps * DECISION_BYTES_PER_FLOW_STEP)
+                + self.decision_bytes)
 
     def describe(self) -> str:
         parts = ", ".join(f"{name}: {flows:,} flows x {epochs:,} epochs"
@@ -102,10 +108,8 @@ class MemoryEstimate:
         runs = f" x {self.runs} runs" if self.runs > 1 else ""
         seen = (f" and {self.observations:,} controller observations"
                 if self.observations else "")
-        if self.flow_steps:
-            seen += (", and "
-                     f"{format_bytes(self.flow_steps * DECISION_BYTES_PER_FLOW_STEP)} for a "
-                     "decision's search")
+        if self.decision_bytes:
+            seen += f", and {format_bytes(self.decision_bytes)} for the decisions' searches"
         return (f"about {format_bytes(self.bytes)} ({self.flow_epochs:,} flow records{runs}"
                 f"{seen}; {parts})")
 
@@ -124,9 +128,10 @@ def estimate_memory(scenario: Scenario, *, runs: int = 1, traced: bool = False,
     observations = sum(flows * min(epochs, spec.controller.history_epochs)
                        for (_name, flows, epochs), spec, on
                        in zip(jobs, scenario.jobs, reacting, strict=True) if on)
-    flow_steps = sum(len(p.flows) * p.num_steps
-                     for p, on in zip(patterns, reacting, strict=True) if on)
-    return MemoryEstimate(jobs, runs, traced, observations, flow_steps)
+    decision_bytes = sum(min(DECISION_BYTES_PER_FLOW_STEP * len(p.flows) * p.num_steps,
+                             DECISION_BYTES_CAP)
+                         for p, on in zip(patterns, reacting, strict=True) if on)
+    return MemoryEstimate(jobs, runs, traced, observations, decision_bytes)
 
 
 def available_bytes() -> int | None:

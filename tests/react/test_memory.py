@@ -13,6 +13,7 @@ from react.memory import (
     BYTES_PER_FLOW_EPOCH,
     BYTES_PER_FLOW_EPOCH_TRACED,
     BYTES_PER_OBSERVATION,
+    DECISION_BYTES_CAP,
     DECISION_BYTES_PER_FLOW_STEP,
     MemoryLimitError,
     check_memory,
@@ -39,17 +40,23 @@ def test_estimate_counts_flows_per_epoch_times_epochs():
 def test_estimate_counts_what_a_react_controller_observes():
     # The file's job has REACT on: its controller keeps every flow of its last 60 epochs
     # (history_epochs), 112 x 10 after 10 epochs, 112 x 60 after 100; and a decision's search
-    # holds per flow and step of the pattern: 112 flows x 14 steps (2 (n - 1)) of the 8-rank ring.
+    # holds per flow and step of the pattern: 112 flows x 14 steps (2 (n - 1)) of the 8-rank ring,
+    # at most DECISION_BYTES_CAP per job (a 240-rank ring: 114,720 flows x 478 steps).
     scenario = load_scenario(RING)
     assert scenario.jobs[0].react and scenario.jobs[0].controller.history_epochs == 60
     est = estimate_memory(scenario.with_epochs(10))
     assert est.observations == 1120 and "1,120 controller observations" in est.describe()
-    assert est.flow_steps == 112 * 14 and "for a decision's search" in est.describe()
+    assert est.decision_bytes == 112 * 14 * DECISION_BYTES_PER_FLOW_STEP
+    assert "for the decisions' searches" in est.describe()
     assert est.bytes == (BASE_BYTES + 1120 * (BYTES_PER_FLOW_EPOCH + BYTES_PER_OBSERVATION)
                          + 112 * 14 * DECISION_BYTES_PER_FLOW_STEP)
+    big = estimate_memory(load_scenario(SCENARIOS / "whatif_alibaba_240.toml"))
+    ring_alone = 114_720 * 478 * DECISION_BYTES_PER_FLOW_STEP
+    assert ring_alone > DECISION_BYTES_CAP
+    assert DECISION_BYTES_CAP < big.decision_bytes < 2 * DECISION_BYTES_CAP
     assert estimate_memory(scenario.with_epochs(100)).observations == 112 * 60
     off = estimate_memory(scenario.with_epochs(10), react=False)
-    assert off.observations == 0 and off.flow_steps == 0
+    assert off.observations == 0 and off.decision_bytes == 0
 
 
 def test_bytes_per_observation_bounds_what_a_controller_keeps():
