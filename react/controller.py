@@ -359,8 +359,9 @@ class Controller:
     same answers."""
     _SPACE_BYTES_PER_FLOW = 350
     _REPLAY_BYTES_PER_ENTRY = 200
-    """Measured with ``tracemalloc``: a 240-rank RD AllGather's replay after three ranks' swaps,
-    85 MiB for 518,400 entries; a 128-rank one's, 22 MiB for 114,688."""
+    """Measured with ``tracemalloc`` after three ranks' swaps: a 240-rank RD AllGather's replay,
+    85 MiB for 518,400 entries (164 bytes each); one of a 128-rank one's two, 22 MiB for 57,344
+    (380 each). Set for the large replays the bound is there for."""
     _REPLAYS_SHARED_ENTRIES = 2**19
     """Entries of the replays shared between spaces (:class:`react.swapspace.ReplayCache`),
     about 100 MiB, beyond those the kept spaces hold."""
