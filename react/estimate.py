@@ -705,14 +705,14 @@ def _group_sharing_rows(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     first = np.searchsorted(keys.low, keys.start.ravel(), "left")
     count = np.searchsorted(keys.low, keys.end.ravel(), "left") - first
     timed = end > start
-    last_terms = _last_terms_onto_ends(keys, timed, mid, end, first, count, length, running)
+    onto, last_term = _last_terms_onto_ends(keys, timed, mid, end, first, count, length, running)
     inverse = np.zeros(count.shape)
     for j in range(int(count.max(initial=0))):  # in time order, as a running sum
         live = np.flatnonzero(count > j)
         add = term[first[live] + j]
-        if last_terms:
-            for i in np.flatnonzero(count[live] == j + 1).tolist():
-                add[i] = last_terms.get(int(live[i]), add[i])
+        if onto is not None:
+            other = onto[live] & (count[live] == j + 1)
+            add[other] = last_term[live[other]]
         inverse[live] += add
     inverse = inverse.reshape(groups, width)
     if timed.all():
@@ -754,20 +754,24 @@ class _RowKeys:
 
 def _last_terms_onto_ends(keys: _RowKeys, timed: np.ndarray, mid: np.ndarray, end: np.ndarray,
                           first: np.ndarray, count: np.ndarray, length: np.ndarray,
-                          running: np.ndarray) -> dict[int, float]:
-    """The last term of each run whose last midpoint rounds onto the flow's end (by flow)."""
+                          running: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """Which runs' last midpoint rounds onto the flow's end, and their last term there (by
+    flow); ``(None, ...)`` when none does, the usual case."""
     runs = np.flatnonzero(count > 0)
     last = first[runs] + count[runs] - 1
-    onto = mid.ravel()[last] == end.ravel()[runs]
-    if not onto.any():
-        return {}
-    flows, at = runs[onto], last[onto]
+    rounds = mid.ravel()[last] == end.ravel()[runs]
+    last_term = np.zeros(count.shape)
+    if not rounds.any():
+        return None, last_term
+    flows, at = runs[rounds], last[rounds]
     # The timed flows starting at that end (untimed ones keyed below their row's keys).
     starts = keys.sorted_rows(np.where(timed, keys.start, keys.row - 1))
     ends = keys.end.ravel()[flows]
     starting = np.searchsorted(starts, ends, "right") - np.searchsorted(starts, ends, "left")
-    return dict(zip(flows.tolist(), (length[at] / (1 + running[at] - starting)).tolist(),
-                    strict=True))
+    onto = np.zeros(count.shape, dtype=bool)
+    onto[flows] = True
+    last_term[flows] = length[at] / (1 + running[at] - starting)
+    return onto, last_term
 
 
 _ROUND2_EXACT_BELOW = 1e6
