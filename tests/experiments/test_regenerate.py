@@ -61,6 +61,14 @@ def test_quick_steps_write_to_a_temporary_folder_not_docs(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "[2/2 done]" in out and "FAILED" not in out
     assert _snapshot() == before
+    # The folder it wrote into is a new temporary one; the test removes it.
+    import re
+    import shutil
+    import tempfile
+    scratch = Path(re.search(r"-> (\S+);", out).group(1))
+    assert scratch.parent == Path(tempfile.gettempdir()) and scratch.name.startswith(
+        "react-regenerate-quick-") and any(scratch.glob("*.csv"))
+    shutil.rmtree(scratch)
 
 
 @pytest.mark.slow
