@@ -8,6 +8,7 @@ epoch, cleanup against ``ip netns list``. Every process has a timeout.
 """
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -162,9 +163,11 @@ def test_sigterm_during_a_run_leaves_no_namespace_and_no_rank(tmp_path):
     doc = star_doc(ranks=4, p=1, epochs=500)
     toml = tmp_path / "s.toml"
     toml.write_text(_toml(doc))
+    scratch = tmp_path / "tmp"  # the run's TMPDIR: its scratch folder must be gone afterwards
+    scratch.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "react", "run", str(toml), "--no-progress"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=tmp_path)
+                            cwd=tmp_path, env={**os.environ, "TMPDIR": str(scratch)})
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -182,6 +185,7 @@ def test_sigterm_during_a_run_leaves_no_namespace_and_no_rank(tmp_path):
     assert set(list_namespaces()) <= before
     time.sleep(0.5)
     assert not _ranks_running()
+    assert list(scratch.iterdir()) == []
 
 
 def _ranks_running():

@@ -1,8 +1,10 @@
 """Teardown that always runs, and ``clean()`` for what a crashed run left behind.
 
-Live networks register here. The first one installs an ``atexit`` hook and SIGINT/SIGTERM
+Live networks (and the run's scratch folder, :class:`ScratchDir`) register here. The first one
+installs an ``atexit`` hook and SIGINT/SIGTERM
 handlers (main thread only) that close every live network and then hand the signal on to the
-handler that was there before (the default one kills the process with the same signal). A run
+handler that was there before (the default one kills the process with the same signal, so
+``with`` blocks do not unwind: whatever must go on a signal registers here). A run
 killed with SIGKILL cannot clean up: :func:`clean` finds its namespaces by prefix, kills the
 processes still inside them and deletes them. Kill a crashed run's whole process group, not
 only its Python process, or an ``ip`` child may still be adding a namespace while you clean.
@@ -12,8 +14,11 @@ from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import signal
+import tempfile
 import threading
+from pathlib import Path
 from typing import Any, Protocol
 
 from react.backends.emu import shell
@@ -106,6 +111,28 @@ def close_all() -> None:
             pass
 
 
+class ScratchDir:
+    """A temporary folder removed on close, at exit and on SIGINT/SIGTERM (a context manager).
+
+    ``tempfile.TemporaryDirectory`` is removed only when its ``with`` block unwinds, which a
+    signal's default action never lets happen.
+    """
+
+    def __init__(self, prefix: str) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix=prefix))
+        register(self)
+
+    def close(self) -> None:
+        unregister(self)
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def __enter__(self) -> Path:
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def _on_signal(signum: int, frame: Any) -> None:
     close_all()
     prev = _previous.get(signum, signal.SIG_DFL)
@@ -129,4 +156,5 @@ def _install() -> None:
         signal.signal(sig, _on_signal)
 
 
-__all__ = ["PROJECT_PREFIX", "clean", "close_all", "list_namespaces", "register", "unregister"]
+__all__ = ["PROJECT_PREFIX", "ScratchDir", "clean", "close_all", "list_namespaces", "register",
+           "unregister"]

@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import warnings
@@ -41,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from react.backends.base import JobRun
 from react.backends.emu import EmuError, EmuInputError, EmuNetwork, traffic
+from react.backends.emu.cleanup import ScratchDir
 from react.controller import Controller
 from react.pattern import Pattern
 from react.runtime.rank import job_spec
@@ -256,7 +256,7 @@ def scenario_jobs(scenario: Scenario, *, react: bool | None = None) -> Iterator[
     with ExitStack() as stack:
         net = stack.enter_context(EmuNetwork(scenario.topology, hosts=used_hosts(scenario),
                                              link_rate_bps=scenario.emu.link_rate_bps))
-        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="react-emu-")))
+        workdir = stack.enter_context(ScratchDir("react-emu-"))  # goes on signals too
         timers: list[threading.Timer] = []
         stack.callback(_cancel_all, timers)
         fastest_bps = net.scale * max(link.capacity_bps for link in scenario.topology.links)
