@@ -12,6 +12,11 @@ Run::
 
     python3 -m experiments.fig6_load --overlap 1 --seed 3      # the figure's worst ring run
     python3 -m experiments.fig6_load --overlap 1 --seed 3 --react-on ring
+    python3 -m experiments.fig6_load --overlap 2 --seed 0 --eps 1e-9   # messages 1 + 1e-9 times
+
+Two jobs sharing links are sensitive to the smallest change (``experiments.sensitivity``):
+``--eps`` grows both jobs' messages by that relative amount, to see how much of a gain or loss
+is the run's spread rather than REACT's doing.
 """
 
 from __future__ import annotations
@@ -31,11 +36,14 @@ WARMUP = 25
 
 
 def shared_load(overlap: int, seed: int, *, react_on: str = "both", epochs: int = 100,
-                warmup: int = WARMUP) -> list[dict[str, Any]]:
-    """One row per (REACT off / on, job): epoch time and bytes through the shared servers."""
+                warmup: int = WARMUP, eps: float = 0.0) -> list[dict[str, Any]]:
+    """One row per (REACT off / on, job): epoch time and bytes through the shared servers
+    (every message ``1 + eps`` times the figure's)."""
     rows = []
     for react in (False, True):
         doc = scenario(overlap, seed, epochs=epochs, react_on=react_on)
+        for job in doc["jobs"]:
+            job["message_bytes"] *= 1.0 + eps
         if not react:
             for job in doc["jobs"]:
                 job["react"] = False
@@ -72,10 +80,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--react-on", choices=REACT_ON, default="both",
                         help="the jobs REACT runs on in the second run (default both)")
     parser.add_argument("--epochs", type=int, default=100, help="epochs per run (default 100)")
+    parser.add_argument("--eps", type=float, default=0.0, metavar="E",
+                        help="grow every message by this relative amount (default 0; e.g. "
+                             "1e-9 to see the runs' spread)")
     args = parser.parse_args(argv)
     if args.epochs <= WARMUP:
         parser.error(f"--epochs {args.epochs}: expected more than the {WARMUP} warm-up epochs")
-    rows = shared_load(args.overlap, args.seed, react_on=args.react_on, epochs=args.epochs)
+    if not -0.5 < args.eps < 0.5:
+        parser.error(f"--eps {args.eps}: expected a relative change between -0.5 and 0.5")
+    rows = shared_load(args.overlap, args.seed, react_on=args.react_on, epochs=args.epochs,
+                       eps=args.eps)
     print(f"overlap {args.overlap}, seed {args.seed}, shared servers "
           f"{', '.join(rows[0]['shared'])}; means over epochs {WARMUP}-{args.epochs - 1}")
     print(f"{'REACT':<6} {'job':<5} {'epoch ms':>9} {'in MB/ep':>9} {'out MB/ep':>10} "
@@ -84,6 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{'on' if r['react'] else 'off':<6} {r['job']:<5} {r['epoch_ms']:>9.3f} "
               f"{r['in_mb_per_epoch']:>9.2f} {r['out_mb_per_epoch']:>10.2f} "
               f"{r['in_gb_per_s']:>8.3f} {r['out_gb_per_s']:>9.3f} {r['changes']:>8}")
+    off = {r["job"]: r["epoch_ms"] for r in rows if not r["react"]}
+    gains = [f"{r['job']} {off[r['job']] / r['epoch_ms'] - 1:+.1%}" for r in rows if r["react"]]
+    print(f"REACT's gain (mean epoch time off / on - 1): {', '.join(gains)}")
     return 0
 
 

@@ -97,3 +97,21 @@ def test_fig6_load_refuses_too_few_epochs(capsys):
     with pytest.raises(SystemExit):
         main(["--epochs", "10"])
     assert "--epochs 10" in capsys.readouterr().err
+
+
+def test_fig6_load_eps_grows_the_messages():
+    """--eps 0.01: the ring moves 1.01 x 35 MB into and out of every rank per epoch."""
+    from experiments.fig6_load import shared_load
+
+    rows = shared_load(1, 3, react_on="ring", epochs=4, warmup=1, eps=0.01)
+    for r in rows:
+        if r["job"] == "ring":
+            assert r["in_mb_per_epoch"] == pytest.approx(35.35)
+
+
+def test_fig6_load_refuses_a_bad_eps(capsys):
+    from experiments.fig6_load import main
+
+    with pytest.raises(SystemExit):
+        main(["--eps", "0.7"])
+    assert "--eps 0.7: expected a relative change between -0.5 and 0.5" in capsys.readouterr().err

@@ -85,3 +85,37 @@ def test_whatif_scenarios_load_with_the_stated_setting():
 def test_bench_whatif_rejects_bad_arguments(bad):
     with pytest.raises(SystemExit):
         _load("bench_whatif").main(bad)
+
+
+def _guarded_check(monkeypatch):
+    """check_resolves, with what it patches in the engine restored after the test."""
+    import flowsim.network as engine
+
+    monkeypatch.setattr(engine.Network, "_resolve_now", engine.Network._resolve_now)
+    monkeypatch.setattr(engine, "_CLOSURE_FLOWS", engine._CLOSURE_FLOWS)
+    monkeypatch.setattr(engine, "_LIST_FLOWS", engine._LIST_FLOWS)
+    return _load("check_resolves"), engine
+
+
+@pytest.mark.parametrize("flags", [[], ["--closure-everywhere"]])
+def test_check_resolves_finds_the_engine_exact(monkeypatch, capsys, flags):
+    check, _ = _guarded_check(monkeypatch)
+    scenario = str(ROOT / "experiments" / "scenarios" / "two_jobs_star.toml")
+    assert check.main([scenario, "--epochs", "3"] + flags) == 0
+    out = capsys.readouterr().out
+    assert " 0 rates beyond 1e-12" in out and "re-solves" in out
+
+
+def test_check_resolves_catches_a_wrong_rate(monkeypatch, capsys):
+    """Rates 1e-9 too high after every re-solve: the fresh solve must see it."""
+    check, engine = _guarded_check(monkeypatch)
+    apply = engine.Network._apply_rates
+
+    def skewed(self, now, solve, rates):
+        apply(self, now, solve, [r * (1 + 1e-9) for r in rates])
+
+    monkeypatch.setattr(engine.Network, "_apply_rates", skewed)
+    scenario = str(ROOT / "experiments" / "scenarios" / "two_jobs_star.toml")
+    assert check.main([scenario, "--epochs", "2"]) == 1
+    worst = float(capsys.readouterr().out.split("worst relative difference ")[1].split(",")[0])
+    assert 0.5e-9 < worst < 5e-9  # skews compound a little through the residual capacities

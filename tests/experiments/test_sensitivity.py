@@ -1,0 +1,80 @@
+"""The sensitivity script against what a lone job must do, by hand.
+
+A lone job on an idle star with zero latency is a pure transfer schedule: every flow's time is
+bytes over a share of fixed capacities, so multiplying every message by ``1 + eps`` multiplies
+every epoch's time by exactly ``1 + eps``. With link latency, the latency part does not grow, so
+the change lies strictly between 0 and ``eps``.
+"""
+
+import csv
+from dataclasses import replace
+
+import pytest
+
+from experiments import sensitivity
+from react.scenario import ScenarioError, parse_scenario
+
+
+def lone_job(latency_s):
+    return parse_scenario({
+        "name": "lone", "seed": 0,
+        "topology": {"name": "star", "n": 8, "capacity_bps": 100e9, "latency_s": latency_s},
+        "jobs": [{"name": "tree", "collective": "allreduce_double_binary_tree", "ranks": 8,
+                  "placement": [f"h{i}" for i in range(8)], "message_bytes": 4e6,
+                  "epochs": 3}],
+    }, source="lone")
+
+
+def test_lone_job_without_latency_scales_exactly():
+    (row,) = sensitivity.responses(lone_job(0.0), [1e-9], react=False)
+    assert row["job"] == "tree" and row["epochs"] == 3
+    assert row["max_epoch_change"] == pytest.approx(1e-9, rel=1e-5)
+    assert row["mean_change"] == pytest.approx(1e-9, rel=1e-5)
+    assert row["max_change_over_eps"] == pytest.approx(1.0, rel=1e-5)
+
+
+def test_latency_does_not_grow_so_the_change_is_below_eps():
+    (row,) = sensitivity.responses(lone_job(20e-6), [1e-9], react=False)
+    assert 0.1e-9 < row["max_epoch_change"] < 0.999e-9
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.5, -0.7, float("nan"), float("inf"), True, "1e-9"])
+def test_bad_eps_is_named(eps):
+    with pytest.raises(ScenarioError, match="eps must be"):
+        sensitivity.perturbed(lone_job(0.0), eps)
+
+
+def test_only_the_simulator():
+    scenario = lone_job(0.0)
+    with pytest.raises(ScenarioError, match="simulator only"):
+        sensitivity.responses(replace(scenario, backend="emu"), [1e-9])
+
+
+def test_cli_prints_and_writes_csv(tmp_path, capsys):
+    toml = tmp_path / "lone.toml"
+    toml.write_text(
+        'name = "lone"\nseed = 0\n[topology]\nname = "star"\nn = 4\nlatency_s = 0.0\n'
+        '[[jobs]]\nname = "ring"\ncollective = "allreduce_ring"\nranks = 4\n'
+        'placement = ["h0", "h1", "h2", "h3"]\nmessage_bytes = 1e6\nepochs = 2\n')
+    out = tmp_path / "s.csv"
+    assert sensitivity.main([str(toml), "--eps", "1e-10", "1e-8", "--react", "off",
+                             "--csv", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert "run 3/3: eps 1e-08" in printed.err
+    rows = list(csv.DictReader(out.open()))
+    assert [r["eps"] for r in rows] == ["1e-10", "1e-08"]
+    for r in rows:
+        assert float(r["max_change_over_eps"]) == pytest.approx(1.0, rel=1e-4)
+    assert "ring" in printed.out
+
+
+def test_cli_bad_eps_is_a_usage_error(tmp_path, capsys):
+    toml = tmp_path / "lone.toml"
+    toml.write_text(
+        'name = "lone"\nseed = 0\n[topology]\nname = "star"\nn = 4\n'
+        '[[jobs]]\nname = "ring"\ncollective = "allreduce_ring"\nranks = 4\n'
+        'placement = ["h0", "h1", "h2", "h3"]\nmessage_bytes = 1e6\nepochs = 2\n')
+    with pytest.raises(SystemExit) as exc:
+        sensitivity.main([str(toml), "--eps", "0.9"])
+    assert exc.value.code == 2
+    assert "eps must be a number with 0 < |eps| < 0.5, got 0.9" in capsys.readouterr().err
