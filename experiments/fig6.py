@@ -17,6 +17,7 @@ it (a swap that speeds one job up can load a link the other job cannot avoid).
     python experiments/fig6.py                  # full: 1..4 shared servers x 5 seeds (~3 min)
     python experiments/fig6.py --react-on tree  # REACT on the tree job only: fig6_rtree.csv
     python experiments/fig6.py --quick          # seconds: a smoke run
+    python experiments/fig6.py --draws 3        # each run on 3 trajectories (experiments/draws.py)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from experiments.draws import add_draws_argument, with_draws
 from react.argtypes import add_controller_settings, controller_settings, react_entry, settings_label
 from react.outdir import experiment_dirs, variant_name
 from react.plots import run_and_plot
@@ -101,20 +103,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the jobs REACT runs on, against REACT on neither (default both; "
                              "tree or ring: that job alone, files fig6_rtree/_rring)")
     add_controller_settings(parser)
+    add_draws_argument(parser)
     args = parser.parse_args(argv)
     settings = controller_settings(parser, args.react_set)
 
     overlaps, seeds, epochs, warmup = OVERLAPS, range(args.seeds), args.epochs, 25
     if args.quick:
         overlaps, seeds, epochs, warmup = (2,), range(1), 8, 2
-    cases = [({"overlapping_nodes": o}, scenario(o, s, epochs=epochs, react_on=args.react_on,
-                                                     settings=settings))
-             for o in overlaps for s in seeds]
+    cases = with_draws([({"overlapping_nodes": o},
+                         scenario(o, s, epochs=epochs, react_on=args.react_on, settings=settings))
+                        for o in overlaps for s in seeds], args.draws)
     stem = "fig6" + ("-quick" if args.quick else "")
     if not args.quick:  # other options than the defaults: files of their own
         stem = variant_name(stem, {"s": args.seeds, "e": args.epochs, "r": args.react_on,
-                                   "set-": settings_label(settings)},
-                            {"s": 5, "e": 100, "r": "both", "set-": []})
+                                   "d": args.draws, "set-": settings_label(settings)},
+                            {"s": 5, "e": 100, "r": "both", "d": 1, "set-": []})
     if args.react_on == "both":
         points = scenario_points(stem, cases, react="both", warmup_epochs=warmup)
         labels = {"on": "REACT on both"}
@@ -129,8 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_and_plot(points, store=store, png=out_dir / f"{stem}.png",
                  csv_path=out_dir / f"{stem}.csv", x="overlapping_nodes", workers=args.workers,
                  out=sys.stdout,
+                 seeds_csv=out_dir / f"{stem}_seeds.csv" if args.draws > 1 else None,
                  title="Fig. 6: tree (job 1) + ring (job 2) AllReduce, 20 MB, star, "
-                       "shared servers",
+                       "shared servers"
+                       + (f",\n{args.draws} draws per seed" if args.draws > 1 else ""),
                  xlabel="overlapping nodes (servers shared by the two jobs)",
                  mode_labels=labels)
     print(f"{len(points)} runs in {time.perf_counter() - clock:.1f} s")

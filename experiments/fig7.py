@@ -17,6 +17,7 @@ on job 1 only, and on both; the figure shows each job's improvement over the bas
 
     python experiments/fig7.py             # full: (a) and (b) x 3 seeds x 3 runs (~8 min here)
     python experiments/fig7.py --quick     # seconds: a smoke run
+    python experiments/fig7.py --draws 3   # each run on 3 trajectories (experiments/draws.py)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from experiments.draws import add_draws_argument, with_draws
 from react.argtypes import add_controller_settings, controller_settings, react_entry, settings_label
 from react.outdir import experiment_dirs, variant_name
 from react.plots import run_and_plot
@@ -97,19 +99,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "temporary folder, so the committed files stay)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     add_controller_settings(parser)
+    add_draws_argument(parser)
     args = parser.parse_args(argv)
     settings = controller_settings(parser, args.react_set)
 
     cases_used, seeds, epochs, warmup = list(CASES), range(args.seeds), args.epochs, 25
     if args.quick:
         cases_used, seeds, epochs, warmup = cases_used[:1], range(1), 8, 2
-    cases = [({"case": c}, scenario(c, s, epochs=epochs, settings=settings))
-             for c in cases_used for s in seeds]
+    cases = with_draws([({"case": c}, scenario(c, s, epochs=epochs, settings=settings))
+                        for c in cases_used for s in seeds], args.draws)
     sweep = "fig7" + ("-quick" if args.quick else "")
     if not args.quick:  # other options than the defaults: files of their own
-        sweep = variant_name(sweep, {"s": args.seeds, "e": args.epochs,
+        sweep = variant_name(sweep, {"s": args.seeds, "e": args.epochs, "d": args.draws,
                                      "set-": settings_label(settings)},
-                             {"s": 3, "e": 100, "set-": []})
+                             {"s": 3, "e": 100, "d": 1, "set-": []})
     # "both": REACT off / on for every job; "scenario": on for job 1 only (the same off run)
     points = (scenario_points(sweep, cases, react="both", warmup_epochs=warmup)
               + scenario_points(sweep, cases, react="scenario", warmup_epochs=warmup))
@@ -119,8 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     clock = time.perf_counter()
     run_and_plot(points, store=store, png=out_dir / f"{sweep}.png",
                  csv_path=out_dir / f"{sweep}.csv", x="case", workers=args.workers, out=sys.stdout,
+                 seeds_csv=out_dir / f"{sweep}_seeds.csv" if args.draws > 1 else None,
                  title="Fig. 7: two 8-rank jobs, 20 MB, Alibaba fabric (720 servers),\n"
-                       "network sharing only",
+                       "network sharing only"
+                       + (f", {args.draws} draws per seed" if args.draws > 1 else ""),
                  xlabel="jobs", mode_labels={"on": "REACT on both", "scenario": "REACT on job 1"})
     print(f"{len({p.key for p in points})} runs in {time.perf_counter() - clock:.1f} s")
     return 0

@@ -86,6 +86,8 @@ STEPS: tuple[Step, ...] = (
     Step("fig6_rring", "experiments.fig6", ("--react-on", "ring"),
          ("fig6_rring.csv", "fig6_rring.png"), 5),
     Step("fig7", "experiments.fig7", (), ("fig7.csv", "fig7.png"), 3),
+    Step("fig7_d3", "experiments.fig7", ("--draws", "3"),
+         ("fig7_d3.csv", "fig7_d3_seeds.csv", "fig7_d3.png"), 7),
     Step("fig8", "experiments.fig8", (), ("fig8.csv", "fig8.png"), 1.5),
     Step("fig8_cstep", "experiments.fig8", ("--concurrency", "step"),
          ("fig8_cstep.csv", "fig8_cstep.png"), 1),

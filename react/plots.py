@@ -332,6 +332,7 @@ def run_and_plot(
     workers: int = 1,
     progress: bool = True,
     out: TextIO | None = None,
+    seeds_csv: str | os.PathLike[str] | None = None,
     **plot_options: Any,
 ) -> list[dict[str, Any]]:
     """Run sweep points (resuming from ``store``), then plot and tabulate exactly those points.
@@ -339,6 +340,8 @@ def run_and_plot(
     The experiment scripts (``experiments/fig*.py``) share this tail: :func:`react.sweep.execute`
     the points into the store, pair the runs of these points only (a store may also hold other
     sweeps or a quick run), write the PNG and the CSV, and return the aggregated rows.
+    ``seeds_csv``: also the rows aggregated per ``seed`` parameter (its value in the ``series``
+    column), for points run several times per seed (``experiments/draws.py``).
 
     Raises
     ------
@@ -360,6 +363,8 @@ def run_and_plot(
     table = aggregate(rows, x=x, series=series)
     plot_improvement(png, rows, x=x, series=series, **plot_options)
     write_csv(csv_path, table)
+    if seeds_csv is not None:
+        write_csv(seeds_csv, aggregate(rows, x=x, series="seed"))
     if out is not None:
         for line in format_rows(table):
             print(line, file=out)
