@@ -85,6 +85,8 @@ STEPS: tuple[Step, ...] = (
          ("fig6_rtree.csv", "fig6_rtree.png"), 3.5),
     Step("fig6_rring", "experiments.fig6", ("--react-on", "ring"),
          ("fig6_rring.csv", "fig6_rring.png"), 5),
+    Step("fig6_d3", "experiments.fig6", ("--draws", "3"),
+         ("fig6_d3.csv", "fig6_d3_seeds.csv", "fig6_d3.png"), 13),
     Step("fig7", "experiments.fig7", (), ("fig7.csv", "fig7.png"), 3),
     Step("fig7_d3", "experiments.fig7", ("--draws", "3"),
          ("fig7_d3.csv", "fig7_d3_seeds.csv", "fig7_d3.png"), 7),
