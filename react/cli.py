@@ -197,6 +197,13 @@ def _progress(total: int, enabled: bool) -> Any:
                 leave=False, dynamic_ncols=True)
 
 
+_ONE_DRAW_NOTE = """\
+note: {jobs} jobs share this network. Jobs that share links are chaotic on the simulator: a change
+in the last bit of one flow's time can move single epochs by tens of percent and means by a few
+percent, so this run is one draw. Compare means over seeds, or measure the spread with
+python3 -m experiments.sensitivity {path}   (docs/benchmarks.md, twelfth look)"""
+
+
 def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     from react.scenario import compare_scenario, load_scenario, run_scenario
 
@@ -254,6 +261,11 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     print(file=out)
     for line in table:
         print(line, file=out)
+    if scenario.backend == "sim" and len(scenario.jobs) > 1:
+        print(file=out)
+        for line in _ONE_DRAW_NOTE.format(jobs=len(scenario.jobs),
+                                          path=args.scenario).splitlines():
+            print(line, file=out)
     for name, run in decided.items():
         print(file=out)
         for line in report.decision_lines(run):

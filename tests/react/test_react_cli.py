@@ -137,3 +137,13 @@ def test_controller_setting_reads_toml_values_and_bare_strings():
     for bad in ("epsilon", "=0.1", "two words=1"):
         with pytest.raises(argparse.ArgumentTypeError, match="KEY=VALUE"):
             controller_setting(bad)
+
+
+def test_run_of_several_jobs_says_it_is_one_draw(capsys):
+    two = str(SCENARIOS / "two_jobs_star.toml")
+    assert main(["run", two, "--epochs", "2", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "note: 2 jobs share this network" in out
+    assert f"python3 -m experiments.sensitivity {two}" in out
+    assert main(["run", STAR, "--epochs", "2", "--no-progress"]) == 0
+    assert "note:" not in capsys.readouterr().out
