@@ -200,8 +200,8 @@ def _progress(total: int, enabled: bool) -> Any:
 _ONE_DRAW_NOTE = """\
 note: {jobs} jobs share this network. Jobs that share links are chaotic on the simulator: a change
 in the last bit of one flow's time can move single epochs by tens of percent and means by a few
-percent, so this run is one draw. Compare means over seeds, or measure the spread with
-python3 -m experiments.sensitivity {path}   (docs/benchmarks.md, twelfth look)"""
+percent, so this run is one draw. Compare means over seeds, or measure the spread (and REACT's
+gain in each draw) with: python3 -m experiments.sensitivity {path} --gain"""
 
 
 def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:

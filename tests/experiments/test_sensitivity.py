@@ -8,11 +8,14 @@ the change lies strictly between 0 and ``eps``.
 
 import csv
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from experiments import sensitivity
-from react.scenario import ScenarioError, parse_scenario
+from react.scenario import ScenarioError, load_scenario, parse_scenario
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "experiments" / "scenarios"
 
 
 def lone_job(latency_s):
@@ -78,3 +81,49 @@ def test_cli_bad_eps_is_a_usage_error(tmp_path, capsys):
         sensitivity.main([str(toml), "--eps", "0.9"])
     assert exc.value.code == 2
     assert "eps must be a number with 0 < |eps| < 0.5, got 0.9" in capsys.readouterr().err
+
+
+def test_a_lone_jobs_react_gain_is_the_same_in_every_draw():
+    """closed_loop_star: one job, long-lived flows into one rank. A lone job answers linearly,
+    so REACT decides alike in every draw and its gain (positive: it avoids the congested
+    rank) is the same to round-off."""
+    scenario = load_scenario(SCENARIOS / "closed_loop_star.toml").with_epochs(24)
+    rows = sensitivity.react_gains(scenario, [1e-12, 1e-9], warmup=12)
+    assert [r["eps"] for r in rows] == [0.0, 1e-12, 1e-9]
+    gains = [r["gain"] for r in rows]
+    assert gains[0] > 0.05
+    assert max(gains) - min(gains) < 1e-6
+
+
+def test_cli_gain_prints_each_draw_and_the_spread(tmp_path, capsys):
+    toml = tmp_path / "two.toml"
+    toml.write_text(
+        'name = "two"\nseed = 0\n[topology]\nname = "star"\nn = 8\n'
+        '[[jobs]]\nname = "a"\ncollective = "allreduce_ring"\nranks = 4\n'
+        'placement = ["h0", "h1", "h2", "h3"]\nmessage_bytes = 1e6\nepochs = 3\n'
+        '[[jobs]]\nname = "b"\ncollective = "allreduce_ring"\nranks = 4\n'
+        'placement = ["h3", "h4", "h5", "h6"]\nmessage_bytes = 1e6\nepochs = 3\n')
+    out = tmp_path / "g.csv"
+    assert sensitivity.main([str(toml), "--gain", "--eps", "1e-9", "--warmup", "0",
+                             "--csv", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert "draw 2/2: eps 1e-09, without and with REACT" in printed.err
+    rows = list(csv.DictReader(out.open()))
+    assert [(r["eps"], r["job"]) for r in rows] == [("0.0", "a"), ("0.0", "b"),
+                                                    ("1e-09", "a"), ("1e-09", "b")]
+    summary = printed.out.split("mean gain")[1]
+    assert "a " in summary and "b " in summary
+
+
+def test_cli_gain_refuses_react_and_a_negative_warmup(tmp_path, capsys):
+    toml = tmp_path / "lone.toml"
+    toml.write_text(
+        'name = "lone"\nseed = 0\n[topology]\nname = "star"\nn = 4\n'
+        '[[jobs]]\nname = "ring"\ncollective = "allreduce_ring"\nranks = 4\n'
+        'placement = ["h0", "h1", "h2", "h3"]\nmessage_bytes = 1e6\nepochs = 2\n')
+    with pytest.raises(SystemExit):
+        sensitivity.main([str(toml), "--gain", "--react", "off"])
+    assert "--react does not apply with --gain" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sensitivity.main([str(toml), "--gain", "--warmup", "-1"])
+    assert "--warmup -1: expected 0 or more epochs" in capsys.readouterr().err

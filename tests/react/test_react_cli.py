@@ -144,6 +144,6 @@ def test_run_of_several_jobs_says_it_is_one_draw(capsys):
     assert main(["run", two, "--epochs", "2", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "note: 2 jobs share this network" in out
-    assert f"python3 -m experiments.sensitivity {two}" in out
+    assert f"python3 -m experiments.sensitivity {two} --gain" in out
     assert main(["run", STAR, "--epochs", "2", "--no-progress"]) == 0
     assert "note:" not in capsys.readouterr().out
