@@ -14,7 +14,8 @@ Usage::
     python benchmarks/check_resolves.py SCENARIO --every 10 --closure-everywhere
 
 ``--closure-everywhere`` makes the engine narrow every re-solve to its closure (the default does
-so up to 48 running flows), to check that path at sizes the default never gives it. Exits 1 if
+so up to 48 running flows; the closure reads per-flow state the engine keeps in lists, so that
+mode is forced too), to check that path at sizes the default never gives it. Exits 1 if
 any rate differs by more than ``--rtol`` (default 1e-12) relative.
 """
 

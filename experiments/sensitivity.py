@@ -3,10 +3,11 @@
 A lone job on an otherwise idle network answers linearly: its flows' times grow by at most
 ``eps`` (less where latency is part of them). Jobs that share links while they run need not:
 max-min sharing couples their flows, and on the 720-server what-ifs a change of 1e-14 in the
-message size moves single epochs by 0.1-4%, as much as a change of 1e-8 does (measured:
-docs/benchmarks.md, "twelfth look"). Such a scenario's single-epoch numbers are one draw from a
-spread, not a value to the last digit: compare means over epochs or seeds, and read any
-difference smaller than this spread as none. This script measures the spread for a scenario.
+message size moves single epochs by up to 8% (REACT off) or 22% (on) over 20 epochs, as much
+as a change of 1e-9 does (measured: docs/benchmarks.md, "twelfth look"). Such a scenario's
+single-epoch numbers are one draw from a spread, not a value to the last digit: compare means
+over epochs or seeds, and read any difference smaller than this spread as none. This script
+measures the spread for a scenario.
 
 For each ``eps`` it runs the scenario with every job's message multiplied by ``1 + eps`` and
 prints, per job, the largest relative change of one epoch's time against the unperturbed run,
