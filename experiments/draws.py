@@ -8,7 +8,8 @@ by ten points or more between draws. Draw ``k`` runs the same scenario with ever
 tell apart), which puts the run on another trajectory; draw 0 is the scenario itself. A figure
 run with ``--draws D`` reports each point's mean over its seeds and draws, and a per-seed table
 (``<stem>_seeds.csv``: one row per seed with the mean, min and max over its draws), whose means
-are what a claim about one scenario should rest on.
+are what a claim about one scenario should rest on. The paper is silent on run-to-run spread;
+the choice and what it changes are in docs/deviations.md.
 """
 
 from __future__ import annotations
