@@ -36,7 +36,9 @@ One step of the loop (§5.4.1, §5.4.2):
    changes (the set of congested ends, compared by Jaccard similarity against
    ``picture_overlap``), when the collective time rises more than ``tau_r`` above the settled
    time, or once after ``reexplore_epochs`` quiet epochs (the paper's ``Emax x B``, against local
-   optima), the wait doubling after each such look that finds nothing to keep.
+   optima), the wait doubling after each such look that finds nothing to keep. With
+   ``unsettle_batches`` above 1, a changed picture or a risen time must last that many batches
+   in a row (against other jobs' bursts, which flicker the picture batch to batch).
    ``Kt`` grows by ``trials_growth`` with every exploration; FCT history older than ``H`` epochs is
    dropped; a steady-congested rank whose congestion a kept swap resolved is never again used as
    a swap partner.
@@ -168,6 +170,11 @@ class ControllerConfig:
         collective time of the pattern that ran misses the batch's observed mean time by more
         than this fraction, no estimated gain is trusted and the batch counts as fruitless
         (0, default: always explore; docs/deviations.md has the measurement).
+    unsettle_batches : int
+        Batches in a row that must show a changed congestion picture (or a collective time risen
+        above the settled one) before a settled job explores again (1, default: at once). Above 1
+        a picture that flickers for a batch (another job's burst) leaves the job settled
+        (docs/deviations.md has the measurement).
     reexplore_epochs : int
         A settled job explores once more after this many epochs (30: the paper's ``Emax x B``,
         "to ensure we are not stuck in a local optima"), then after twice as many, and so on
@@ -198,13 +205,14 @@ class ControllerConfig:
     search_width: int = 4
     search_slack: float = 0.03
     fit_tolerance: float = 0.0
+    unsettle_batches: int = 1
     reexplore_epochs: int = 30
     apply_delay_epochs: int = 0
     seed: int = 0
 
     def __post_init__(self) -> None:
         positive = ("batch_epochs", "trials", "history_epochs", "exploration_rounds",
-                    "max_accepted", "search_width")
+                    "max_accepted", "search_width", "unsettle_batches")
         non_negative = ("trials_growth", "reexplore_epochs", "apply_delay_epochs", "seed")
         fractions = ("delta1", "delta2", "epsilon", "revert_threshold", "search_slack",
                      "fit_tolerance")
@@ -387,6 +395,7 @@ class Controller:
         self._explorations = 0
         self._fruitless = 0
         self._settled: _Settled | None = None
+        self._unsettled_batches = 0  # batches in a row a settled job saw a reason to explore
         self._reexploring: _Settled | None = None
         self._times: dict[tuple[Flow, ...], deque[tuple[int, float]]] = {}
         self._round: list[tuple[float, Pattern, tuple[Swap, ...]]] = []
@@ -439,11 +448,17 @@ class Controller:
         if self._settled is not None:
             settled = self._settled
             why = self._unsettle_reason(picture, mean_time)
+            self._unsettled_batches = 0 if why is None else self._unsettled_batches + 1
+            if why is not None and self._unsettled_batches < cfg.unsettle_batches:
+                notes.append(f"settled still: {why}, {self._unsettled_batches} of "
+                             f"{cfg.unsettle_batches} batches in a row")
+                return self._decide(index, "settled", notes, mean_time, observed_gain)
             if why is None and not self._reexplore_due(settled, index):
                 notes.append("settled: the congestion picture and the collective time are as "
                              "when it settled")
                 return self._decide(index, "settled", notes, mean_time, observed_gain)
             self._settled = None
+            self._unsettled_batches = 0
             if why is None:  # a periodic look for a better pattern, same picture
                 self._reexploring = settled
                 notes.append(f"settled for {(index - settled.batch) * cfg.batch_epochs} epochs: "

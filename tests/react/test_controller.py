@@ -41,6 +41,7 @@ def test_config_defaults_are_table_3():
         ({"concurrency": "time"}, "concurrency must be one of .*'checked'.*'time'"),
         ({"search_slack": -0.1}, "search_slack must be a number in \\[0, 1\\), got -0.1"),
         ({"search_width": 0}, "search_width must be >= 1, got 0"),
+        ({"unsettle_batches": 0}, "unsettle_batches must be >= 1, got 0"),
         ({"size_aware_detection": 1}, "size_aware_detection must be true or false"),
         ({"history_epochs": 10}, r"history_epochs \(10\) must hold at least two batches"),
         ({"failure_memory": "trials"}, "failure_memory must be one of .*'combinations'.*'trials'"),
@@ -112,6 +113,24 @@ def test_settles_until_the_congestion_picture_changes():
     moved = ctl.observe(batch(tree, into=5))
     assert "congestion picture changed" in moved.reason and "5 inbound" in moved.reason
     assert moved.action == "try"
+
+
+def test_with_unsettle_batches_a_picture_must_hold_that_many_batches():
+    tree = allreduce_double_binary_tree(8)
+    ctl = Controller(tree, ControllerConfig(exploration_rounds=1, unsettle_batches=2))
+    first = ctl.observe(batch(tree))
+    assert ctl.observe(batch(first.pattern, p=12)).action == "revert" and ctl.settled
+    assert ctl.observe(batch(tree)).action == "settled"
+    # One batch of congestion into rank 5 (a burst), then back into rank 3: still settled.
+    flicker = ctl.observe(batch(tree, into=5))
+    assert flicker.action == "settled" and flicker.pattern == tree
+    assert "settled still: the congestion picture changed" in flicker.reason
+    assert "1 of 2 batches in a row" in flicker.reason
+    assert ctl.observe(batch(tree)).action == "settled"
+    # Two batches in a row into rank 5: it explores again on the second.
+    assert ctl.observe(batch(tree, into=5)).action == "settled"
+    moved = ctl.observe(batch(tree, into=5))
+    assert "congestion picture changed" in moved.reason and moved.action == "try"
 
 
 def test_a_settled_job_looks_again_after_30_then_60_epochs_and_never_retries_a_failure():
