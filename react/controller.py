@@ -138,8 +138,9 @@ class ControllerConfig:
     unseen_pairs : str
         How the estimate prices a never-observed (src, dst) pair: ``"links"`` (from its
         endpoints' observed links plus the mean path excess of the observed pairs, default),
-        ``"links_least"`` (the same with the least path excess observed) or
-        ``"degree_median"`` (the paper's rule).
+        ``"links_least"`` (the same with the least path excess observed),
+        ``"links_endpoints"`` (as ``"links"``, but where neither link is rated, as in a ring,
+        no faster than the pairs seen at its ends) or ``"degree_median"`` (the paper's rule).
     concurrency : str
         Which flows the estimate takes a flow to share its sender's and receiver's links with:
         ``"schedule"`` (default), those that overlap it in time, observed and, for a candidate,

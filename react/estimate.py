@@ -24,6 +24,11 @@ degree, :func:`react.detect.flow_degrees`). Then, for a flow of a candidate patt
   pair showed (never below 0) instead of the mean: an unseen pair's path is unknown, and the
   mean is pulled up by the few observed paths that cross an ECMP collision or a slow link, which
   made every swap that re-routes flows look worse than it was (docs/deviations.md);
+* with ``unseen="links_endpoints"``, as ``"links"``, but a pair whose links are both unrated
+  (a ring: every rank sends to one rank and receives from one, so no link is seen with two
+  pairs) is priced no faster than the pairs seen out of its sender and into its receiver (their
+  mean unit cost, the slower of the two), instead of the degree median: a congested end stays
+  congested whichever rank it meets (docs/deviations.md has the measurement);
 * with ``unseen="degree_median"`` (the paper's rule, and the fallback when neither endpoint's
   link is bounded): the median FCT per byte of the observed flows of the same degree,
   times its bytes ("the median completion time across all flows of same degree"); if no flow of
@@ -65,7 +70,7 @@ from react.errors import ReactError
 from react.execution import EXECUTION_RULES
 from react.pattern import Flow, Pattern
 
-UNSEEN_RULES = ("links", "links_least", "degree_median")
+UNSEEN_RULES = ("links", "links_least", "links_endpoints", "degree_median")
 """How :class:`FctModel` prices a never-observed (src, dst) pair (module docstring)."""
 
 CONCURRENCY_RULES = ("step", "schedule")
@@ -182,8 +187,19 @@ class FctModel:
         self._in_degraded: dict[int, float] = {}
         self._path_per_byte = 0.0
         self._pair_excess: dict[tuple[int, int], float] = {}
-        if unseen in ("links", "links_least"):
+        if unseen in ("links", "links_least", "links_endpoints"):
             self._fit_links(observations, least=unseen == "links_least")
+        # With "links_endpoints": the mean unit cost of the pairs seen out of (into) each rank.
+        self._end_out_unit: dict[int, float] = {}
+        self._end_in_unit: dict[int, float] = {}
+        if unseen == "links_endpoints":
+            outs: dict[int, list[float]] = {}
+            ins: dict[int, list[float]] = {}
+            for (a, b), unit in self._pair_unit.items():
+                outs.setdefault(a, []).append(unit)
+                ins.setdefault(b, []).append(unit)
+            self._end_out_unit = {r: statistics.fmean(v) for r, v in outs.items()}
+            self._end_in_unit = {r: statistics.fmean(v) for r, v in ins.items()}
         self._tables: _Tables | None = None
         # Small patterns are priced flow by flow, each flow's FCT kept by what it depends on
         # (ends, chunks, degrees; the bytes by the memo's key), since candidates differ in a
@@ -297,19 +313,24 @@ class FctModel:
                 _Lookup(self._out_degraded), _Lookup(self._in_degraded),
                 _Lookup({a * _PAIRS + b: v for (a, b), v in self._pair_unit.items()}),
                 _Lookup({a * _PAIRS + b: v for (a, b), v in self._pair_excess.items()}),
-                _Lookup(self._degree_per_byte))
+                _Lookup(self._degree_per_byte),
+                _Lookup(self._end_out_unit), _Lookup(self._end_in_unit))
         t = self._tables
         out_known, _ = t.out_rated.get(src)
         in_known, _ = t.in_rated.get(dst)
         both = out_known & in_known
         pairs = np.asarray(src, dtype=np.int64) * _PAIRS + dst
         excess_seen, excess = t.pair_excesses.get(pairs)
+        end_out_seen, end_out = t.end_out_units.get(src)
+        end_in_seen, end_in = t.end_in_units.get(dst)
+        # The slower of the seen ends (fmax ignores the NaN of an end never seen).
         return _Terms(out_known, both, out_known | in_known,
                       *t.out_capacities.get(src), t.out_loads.get(src)[1],
                       *t.in_capacities.get(dst), t.in_loads.get(dst)[1],
                       *t.pair_units.get(pairs),
                       np.where(both & excess_seen, excess, self._path_per_byte),
-                      *t.degree_costs.get(degree))
+                      *t.degree_costs.get(degree),
+                      end_out_seen | end_in_seen, np.fmax(end_out, end_in))
 
     def _rates(self, terms: _Terms, out_degree: np.ndarray, in_degree: np.ndarray) -> np.ndarray:
         # A link read as degraded gives C' / k, one shared C / (k + q).
@@ -356,6 +377,10 @@ class FctModel:
             if self._concurrency == "schedule":
                 per_byte = max(per_byte, 1.0 / self._capacity)
             return size_bytes * per_byte
+        ends = [u for u in (self._end_out_unit.get(flow.src), self._end_in_unit.get(flow.dst))
+                if u is not None]
+        if ends:  # only with "links_endpoints"
+            return max(ends) * size_bytes * share
         class_per_byte = self._degree_per_byte.get(degree)
         if class_per_byte is not None:
             return class_per_byte * size_bytes
@@ -378,8 +403,9 @@ class FctModel:
                 terms.both, size * per_byte,
                 np.where(terms.seen, terms.unit * size * share,
                          np.where(terms.linked, size * per_byte,
-                                  np.where(terms.classed, terms.class_per_byte * size,
-                                           self._median_unit * size * share))))
+                                  np.where(terms.ended, terms.end_unit * size * share,
+                                           np.where(terms.classed, terms.class_per_byte * size,
+                                                    self._median_unit * size * share)))))
 
     def pattern_fcts(self, pattern: Pattern, message_bytes: float) -> np.ndarray:
         """Estimated FCT of every flow of ``pattern`` (pattern order).
@@ -463,6 +489,8 @@ class _Tables(NamedTuple):
     pair_units: _Lookup  # by src * _PAIRS + dst
     pair_excesses: _Lookup
     degree_costs: _Lookup
+    end_out_units: _Lookup  # with "links_endpoints" (else empty)
+    end_in_units: _Lookup
 
 
 class _Terms(NamedTuple):
@@ -482,6 +510,8 @@ class _Terms(NamedTuple):
     excess: np.ndarray  # per byte over the links' prediction: the pair's, else the mean
     classed: np.ndarray  # flows of this degree were seen, at this cost per byte:
     class_per_byte: np.ndarray
+    ended: np.ndarray  # "links_endpoints": a pair was seen out of the sender or into the
+    end_unit: np.ndarray  # receiver, the slower of their mean unit costs
 
 
 class _Lookup:

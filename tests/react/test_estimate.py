@@ -106,6 +106,23 @@ def test_one_pair_does_not_bound_a_link():
     assert model.flow_fct(Flow(1, 0, 2, (0,)), 1, 1.0) == pytest.approx(1.0)
 
 
+def test_links_endpoints_prices_a_ring_pair_by_the_pairs_seen_at_its_ends():
+    # The same ring: 0 -> 1 costs 5, and no link is rated. With "links_endpoints" an unseen pair
+    # costs the slower of the mean unit costs seen out of its sender and into its receiver:
+    # 0 -> 2 (out of 0: 5; into 2: 1) and 2 -> 1 (out of 2: 1; into 1: 5) cost 5, 1 -> 0 (1 and
+    # 1) costs 1; seen pairs keep their own cost.
+    model = links_model({(0, 1): 5.0, (1, 2): 1.0, (2, 0): 1.0}, unseen="links_endpoints")
+    assert model.flow_fct(Flow(1, 0, 2, (0,)), 1, 1.0) == pytest.approx(5.0)
+    assert model.flow_fct(Flow(1, 2, 1, (0,)), 1, 2.0) == pytest.approx(10.0)
+    assert model.flow_fct(Flow(1, 1, 0, (0,)), 1, 1.0) == pytest.approx(1.0)
+    assert model.flow_fct(Flow(1, 0, 1, (0,)), 1, 1.0) == pytest.approx(5.0)
+    # A rank with no pair seen at all (3) leaves the other end to decide: 3 -> 1 costs 5.
+    assert model.flow_fct(Flow(1, 3, 1, (0,)), 1, 1.0) == pytest.approx(5.0)
+    # Where links are rated, it prices as "links" does.
+    rated = links_model(CONGESTED_INTO_2, unseen="links_endpoints")
+    assert rated.flow_fct(Flow(1, 3, 2, (0,)), 2, 1.0) == pytest.approx(5.0)
+
+
 def test_unseen_pair_pays_the_mean_path_excess():
     # 0 -> 2 costs 3 although 0's outbound and 2's inbound links carried other pairs at rate 1
     # (no competing load): an excess of 2 on one of 8 pairs, a mean excess of 0.25. 3 has a rated
@@ -299,12 +316,32 @@ def test_large_patterns_priced_on_arrays_as_flow_by_flow():
     rng = random.Random(5)
     obs = [_Observation(f.src, f.dst, 1, 1e6, rng.uniform(1e-4, 1e-3), rng.choice([1.0, 1.5, 2.0]),
                         rng.choice([1.0, 2.0, 3.0])) for f in rng.sample(p.flows, 300)]
-    for unseen in ("links", "degree_median"):
+    for unseen in ("links", "links_endpoints", "degree_median"):
         for concurrency in ("step", "schedule"):
             model = FctModel(obs, unseen=unseen, concurrency=concurrency)
             on_arrays = model.pattern_fcts(p, 4e6)
             in_python = model._pattern_fcts_in_python(p, 4e6)
             assert on_arrays.tolist() == in_python.tolist()
+    # A ring: one pair each way per rank, so no link is rated. Seen: every pair of the ring;
+    # priced: the ring with ranks 0 and 5 exchanged, whose four new pairs "links_endpoints"
+    # prices by their ends, on arrays as flow by flow (and unlike the default).
+    from dataclasses import replace
+
+    from react.patterns import allreduce_ring
+    ring = allreduce_ring(32)
+    assert len(ring.flows) >= ARRAY_FLOWS
+    swap = {0: 5, 5: 0}
+    moved = ring.relabelled(replace(f, src=swap.get(f.src, f.src), dst=swap.get(f.dst, f.dst))
+                            for f in ring.flows)
+    pairs = sorted({(f.src, f.dst) for f in ring.flows})
+    assert len(pairs) == 32
+    obs = [_Observation(a, b, 1, 1e6, rng.uniform(1e-4, 1e-3), 1.0, 1.0) for a, b in pairs]
+    for concurrency in ("step", "schedule"):
+        model = FctModel(obs, unseen="links_endpoints", concurrency=concurrency)
+        fcts = model.pattern_fcts(moved, 4e6)
+        assert fcts.tolist() == model._pattern_fcts_in_python(moved, 4e6).tolist()
+        assert fcts.tolist() != FctModel(obs, concurrency=concurrency).pattern_fcts(
+            moved, 4e6).tolist()
 
 
 def test_pricing_views_dropped_are_built_again_the_same():
