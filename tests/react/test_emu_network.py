@@ -228,16 +228,21 @@ def test_background_senders_are_bounded_in_time_and_bytes(prefix):
     assert reports[1]["end_s"] - reports[1]["start_s"] < 0.6 + 0.2
     # on periods as flowsim draws them for this source: off, on, off, on, ... within 0.8 s
     rng = np.random.default_rng(source_seed(3, "h3", "h2", 6002))
-    t, periods = 0.0, 0
+    t, periods, last_end = 0.0, 0, 0.0
     while True:
         t += rng.exponential(0.05)
         if t >= 0.8:
             break
         periods += 1
         t += rng.exponential(0.05)
-    assert abs(reports[2]["transfers"] - periods) <= 1  # timing jitter at the very end
-    assert reports[2]["bytes"] > 0
-    assert reports[2]["end_s"] - reports[2]["start_s"] < 0.8 + 0.2
+        last_end = min(t, 0.8)
+    on_off_report = reports[2]
+    assert abs(on_off_report["transfers"] - periods) <= 1, on_off_report  # jitter at the end
+    # The periods are laid out from the sender's start, so that delays do not accumulate; a
+    # connection that a loaded machine delays past the last on period sends nothing, rightly.
+    if on_off_report["connect_s"] - on_off_report["start_s"] < last_end - 0.05:
+        assert on_off_report["bytes"] > 0, on_off_report
+    assert on_off_report["end_s"] - on_off_report["start_s"] < 0.8 + 0.2, on_off_report
 
 
 def test_two_networks_at_once(prefix):
