@@ -28,6 +28,17 @@ def lone_job(latency_s):
     }, source="lone")
 
 
+def lone_ring_toml(tmp_path, latency_s=None):
+    """A scenario file: a 4-rank ring on a 4-host star, 1 MB, 2 epochs."""
+    latency = "" if latency_s is None else f"latency_s = {latency_s}\n"
+    toml = tmp_path / "lone.toml"
+    toml.write_text(
+        f'name = "lone"\nseed = 0\n[topology]\nname = "star"\nn = 4\n{latency}'
+        '[[jobs]]\nname = "ring"\ncollective = "allreduce_ring"\nranks = 4\n'
+        'placement = ["h0", "h1", "h2", "h3"]\nmessage_bytes = 1e6\nepochs = 2\n')
+    return toml
+
+
 def test_lone_job_without_latency_scales_exactly():
     (row,) = sensitivity.responses(lone_job(0.0), [1e-9], react=False)
     assert row["job"] == "tree" and row["epochs"] == 3
@@ -54,11 +65,7 @@ def test_only_the_simulator():
 
 
 def test_cli_prints_and_writes_csv(tmp_path, capsys):
-    toml = tmp_path / "lone.toml"
-    toml.write_text(
-        'name = "lone"\nseed = 0\n[topology]\nname = "star"\nn = 4\nlatency_s = 0.0\n'
-        '[[jobs]]\nname = "ring"\ncollective = "allreduce_ring"\nranks = 4\n'
-        'placement = ["h0", "h1", "h2", "h3"]\nmessage_bytes = 1e6\nepochs = 2\n')
+    toml = lone_ring_toml(tmp_path, latency_s=0.0)
     out = tmp_path / "s.csv"
     assert sensitivity.main([str(toml), "--eps", "1e-10", "1e-8", "--react", "off",
                              "--csv", str(out)]) == 0
@@ -72,11 +79,7 @@ def test_cli_prints_and_writes_csv(tmp_path, capsys):
 
 
 def test_cli_bad_eps_is_a_usage_error(tmp_path, capsys):
-    toml = tmp_path / "lone.toml"
-    toml.write_text(
-        'name = "lone"\nseed = 0\n[topology]\nname = "star"\nn = 4\n'
-        '[[jobs]]\nname = "ring"\ncollective = "allreduce_ring"\nranks = 4\n'
-        'placement = ["h0", "h1", "h2", "h3"]\nmessage_bytes = 1e6\nepochs = 2\n')
+    toml = lone_ring_toml(tmp_path)
     with pytest.raises(SystemExit) as exc:
         sensitivity.main([str(toml), "--eps", "0.9"])
     assert exc.value.code == 2
@@ -116,11 +119,7 @@ def test_cli_gain_prints_each_draw_and_the_spread(tmp_path, capsys):
 
 
 def test_cli_gain_refuses_react_and_a_negative_warmup(tmp_path, capsys):
-    toml = tmp_path / "lone.toml"
-    toml.write_text(
-        'name = "lone"\nseed = 0\n[topology]\nname = "star"\nn = 4\n'
-        '[[jobs]]\nname = "ring"\ncollective = "allreduce_ring"\nranks = 4\n'
-        'placement = ["h0", "h1", "h2", "h3"]\nmessage_bytes = 1e6\nepochs = 2\n')
+    toml = lone_ring_toml(tmp_path)
     with pytest.raises(SystemExit):
         sensitivity.main([str(toml), "--gain", "--react", "off"])
     assert "--react does not apply with --gain" in capsys.readouterr().err
