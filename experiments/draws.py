@@ -23,14 +23,19 @@ DRAW_EPS = 1e-9
 """Relative growth of every message per draw."""
 
 
+def grown(doc: Mapping[str, Any], eps: float) -> dict[str, Any]:
+    """A copy of the scenario document ``doc`` with every job's message ``1 + eps`` times."""
+    out = deepcopy(dict(doc))
+    for job in out["jobs"]:
+        job["message_bytes"] = job["message_bytes"] * (1.0 + eps)
+    return out
+
+
 def drawn(doc: Mapping[str, Any], draw: int) -> dict[str, Any]:
     """A copy of the scenario document ``doc`` as draw ``draw`` (module docstring)."""
     if isinstance(draw, bool) or not isinstance(draw, int) or draw < 0:
         raise ValueError(f"draw must be a non-negative integer, got {draw!r}")
-    out = deepcopy(dict(doc))
-    for job in out["jobs"]:
-        job["message_bytes"] = job["message_bytes"] * (1.0 + draw * DRAW_EPS)
-    return out
+    return grown(doc, draw * DRAW_EPS)
 
 
 def with_draws(cases: list[tuple[dict[str, Any], dict[str, Any]]], draws: int

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from experiments.draws import grown
 from experiments.fig6 import OVERLAPS, REACT_ON, scenario
 from react.scenario import parse_scenario, run_scenario
 
@@ -41,9 +42,7 @@ def shared_load(overlap: int, seed: int, *, react_on: str = "both", epochs: int 
     (every message ``1 + eps`` times the figure's)."""
     rows = []
     for react in (False, True):
-        doc = scenario(overlap, seed, epochs=epochs, react_on=react_on)
-        for job in doc["jobs"]:
-            job["message_bytes"] *= 1.0 + eps
+        doc = grown(scenario(overlap, seed, epochs=epochs, react_on=react_on), eps)
         if not react:
             for job in doc["jobs"]:
                 job["react"] = False

@@ -52,6 +52,12 @@ def perturbed(scenario: Scenario, eps: float) -> Scenario:
                                         for j in scenario.jobs))
 
 
+def _check_simulator(scenario: Scenario) -> None:
+    if scenario.backend != "sim":
+        raise ScenarioError(f"{scenario.source}: backend {scenario.backend!r}; the sensitivity "
+                            "runs on the simulator only (the others are not deterministic)")
+
+
 def epoch_times(scenario: Scenario, react: bool | None) -> dict[str, list[float]]:
     """Every job's epoch times, by job name."""
     return {name: run.times_s() for name, run in run_scenario(scenario, react=react).items()}
@@ -60,9 +66,7 @@ def epoch_times(scenario: Scenario, react: bool | None) -> dict[str, list[float]
 def responses(scenario: Scenario, eps: Sequence[float], *, react: bool | None = None,
               log: Any = None) -> list[dict[str, Any]]:
     """One row per (eps, job) with the columns of :data:`COLUMNS` (module docstring)."""
-    if scenario.backend != "sim":
-        raise ScenarioError(f"{scenario.source}: backend {scenario.backend!r}; the sensitivity "
-                            "runs on the simulator only (the others are not deterministic)")
+    _check_simulator(scenario)
     runs = [perturbed(scenario, e) for e in eps]  # bad eps fails before any run
     total = len(runs) + 1
     if log:
@@ -88,9 +92,7 @@ def react_gains(scenario: Scenario, eps: Sequence[float], *, warmup: int = DEFAU
                 log: Any = None) -> list[dict[str, Any]]:
     """One row per (draw, job): REACT's gain in the scenario (``eps`` 0) and in each perturbed
     copy, columns :data:`GAIN_COLUMNS`."""
-    if scenario.backend != "sim":
-        raise ScenarioError(f"{scenario.source}: backend {scenario.backend!r}; the sensitivity "
-                            "runs on the simulator only (the others are not deterministic)")
+    _check_simulator(scenario)
     draws = [(0.0, scenario)] + [(e, perturbed(scenario, e)) for e in eps]
     rows = []
     for k, (e, s) in enumerate(draws, start=1):

@@ -190,9 +190,10 @@ class FctModel:
         if unseen in ("links", "links_least", "links_endpoints"):
             self._fit_links(observations, least=unseen == "links_least")
         # With "links_endpoints": the mean unit cost of the pairs seen out of (into) each rank.
+        self._by_ends = unseen == "links_endpoints"
         self._end_out_unit: dict[int, float] = {}
         self._end_in_unit: dict[int, float] = {}
-        if unseen == "links_endpoints":
+        if self._by_ends:
             outs: dict[int, list[float]] = {}
             ins: dict[int, list[float]] = {}
             for (a, b), unit in self._pair_unit.items():
@@ -321,16 +322,18 @@ class FctModel:
         both = out_known & in_known
         pairs = np.asarray(src, dtype=np.int64) * _PAIRS + dst
         excess_seen, excess = t.pair_excesses.get(pairs)
-        end_out_seen, end_out = t.end_out_units.get(src)
-        end_in_seen, end_in = t.end_in_units.get(dst)
-        # The slower of the seen ends (fmax ignores the NaN of an end never seen).
+        ended = end_unit = None
+        if self._by_ends:
+            end_out_seen, end_out = t.end_out_units.get(src)
+            end_in_seen, end_in = t.end_in_units.get(dst)
+            # The slower of the seen ends (fmax ignores the NaN of an end never seen).
+            ended, end_unit = end_out_seen | end_in_seen, np.fmax(end_out, end_in)
         return _Terms(out_known, both, out_known | in_known,
                       *t.out_capacities.get(src), t.out_loads.get(src)[1],
                       *t.in_capacities.get(dst), t.in_loads.get(dst)[1],
                       *t.pair_units.get(pairs),
                       np.where(both & excess_seen, excess, self._path_per_byte),
-                      *t.degree_costs.get(degree),
-                      end_out_seen | end_in_seen, np.fmax(end_out, end_in))
+                      *t.degree_costs.get(degree), ended, end_unit)
 
     def _rates(self, terms: _Terms, out_degree: np.ndarray, in_degree: np.ndarray) -> np.ndarray:
         # A link read as degraded gives C' / k, one shared C / (k + q).
@@ -377,10 +380,11 @@ class FctModel:
             if self._concurrency == "schedule":
                 per_byte = max(per_byte, 1.0 / self._capacity)
             return size_bytes * per_byte
-        ends = [u for u in (self._end_out_unit.get(flow.src), self._end_in_unit.get(flow.dst))
-                if u is not None]
-        if ends:  # only with "links_endpoints"
-            return max(ends) * size_bytes * share
+        if self._by_ends:
+            ends = [u for u in (self._end_out_unit.get(flow.src),
+                                self._end_in_unit.get(flow.dst)) if u is not None]
+            if ends:
+                return max(ends) * size_bytes * share
         class_per_byte = self._degree_per_byte.get(degree)
         if class_per_byte is not None:
             return class_per_byte * size_bytes
@@ -399,13 +403,14 @@ class FctModel:
                 # A pair seen faster than its links' prediction (its link mates were held
                 # back elsewhere) has a negative excess; no flow beats the best rate seen.
                 per_byte = np.maximum(per_byte, 1.0 / self._capacity)
+            unrated = np.where(terms.classed, terms.class_per_byte * size,
+                               self._median_unit * size * share)
+            if terms.ended is not None:  # "links_endpoints"
+                unrated = np.where(terms.ended, terms.end_unit * size * share, unrated)
             return np.where(
                 terms.both, size * per_byte,
                 np.where(terms.seen, terms.unit * size * share,
-                         np.where(terms.linked, size * per_byte,
-                                  np.where(terms.ended, terms.end_unit * size * share,
-                                           np.where(terms.classed, terms.class_per_byte * size,
-                                                    self._median_unit * size * share)))))
+                         np.where(terms.linked, size * per_byte, unrated)))
 
     def pattern_fcts(self, pattern: Pattern, message_bytes: float) -> np.ndarray:
         """Estimated FCT of every flow of ``pattern`` (pattern order).
@@ -510,8 +515,8 @@ class _Terms(NamedTuple):
     excess: np.ndarray  # per byte over the links' prediction: the pair's, else the mean
     classed: np.ndarray  # flows of this degree were seen, at this cost per byte:
     class_per_byte: np.ndarray
-    ended: np.ndarray  # "links_endpoints": a pair was seen out of the sender or into the
-    end_unit: np.ndarray  # receiver, the slower of their mean unit costs
+    ended: np.ndarray | None  # "links_endpoints" only: a pair was seen out of the sender or
+    end_unit: np.ndarray | None  # into the receiver, the slower of their mean unit costs
 
 
 class _Lookup:
