@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import subprocess
@@ -92,6 +93,11 @@ def workload_file(concurrency: int, tmp: Path, flows: int = 10_000) -> tuple[Pat
 
 
 # -- the children ----------------------------------------------------------------------------------
+def error_text(err: float) -> str:
+    """The err column: the largest relative difference, or "-" where nothing was compared."""
+    return "-" if math.isnan(err) else f"{err:.1e}"
+
+
 def child_flowsim(path: str, out: str | None) -> None:
     """Replay a workload with flowsim (imports inside: the child's start-up is what is timed)."""
     from flowsim.network import Network
@@ -291,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
                 done = json.load(fh)
             with open(path, encoding="utf-8") as fh:
                 data = json.load(fh)
-            err = float("nan")
+            err = math.nan  # printed as "-": not checked (--check compares with the baseline)
             if from_simgrid:
                 err = max(abs(a - b) / b for a, b in zip(done, data["done"], strict=True))
             elif args.check:
@@ -316,10 +322,10 @@ def main(argv: list[str] | None = None) -> int:
                 pairs = [b[0] / a[0] for a, b in zip(fs, nv, strict=True)]
                 print(f"{c:>13,} {fs_wall:>10.2f} {fs_cpu:>6.2f} {nv_wall:>8.2f} {nv_cpu:>6.2f} "
                       f"{nv_wall / fs_wall:>6.1f}x {min(pairs):>4.1f}-{max(pairs):.1f}x "
-                      f"{nv_cpu / fs_cpu:>8.1f}x {err:>9.1e}", flush=True)
+                      f"{nv_cpu / fs_cpu:>8.1f}x {error_text(err):>9}", flush=True)
             else:
                 print(f"{c:>13,} {fs_wall:>10.2f} {fs_cpu:>6.2f} {'-':>8} {'-':>6} {'-':>7} "
-                      f"{'-':>11} {'-':>9} {err:>9.1e}", flush=True)
+                      f"{'-':>11} {'-':>9} {error_text(err):>9}", flush=True)
     return 0
 
 
