@@ -83,7 +83,8 @@ from react.estimate import (
     forget_pricing_views,
 )
 from react.pattern import Flow, Pattern
-from react.swapspace import Direction, ReplayCache, SwapSpace
+from react.replay import ReplayCache
+from react.swapspace import Direction, SwapSpace
 from react.transforms import Swap
 
 Action = Literal["keep", "try", "revert", "revert_try", "settled"]
@@ -372,7 +373,7 @@ class Controller:
     85 MiB for 518,400 entries (164 bytes each); one of a 128-rank one's two, 22 MiB for 57,344
     (380 each). Set for the large replays the bound is there for."""
     _REPLAYS_SHARED_ENTRIES = 2**19
-    """Entries of the replays shared between spaces (:class:`react.swapspace.ReplayCache`),
+    """Entries of the replays shared between spaces (:class:`react.replay.ReplayCache`),
     about 100 MiB, beyond those the kept spaces hold."""
 
     def __init__(self, pattern: Pattern, config: ControllerConfig | None = None) -> None:

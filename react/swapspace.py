@@ -36,9 +36,9 @@ Viable
       (always for AllReduce; for a rooted kind unless one is the root; for owned chunks unless
       one owns a chunk of the graph). Otherwise it is replayed like a position swap;
     - a position swap is decided without a replay where that is exact: by the start/end
-      conditions of :meth:`_GraphReplay.verdicts` (equal or dead buffers at the window's
+      conditions of :meth:`GraphReplay.verdicts` (equal or dead buffers at the window's
       bounds), by linear algebra on the buffers' contents for kinds whose buffers are never
-      empty (:meth:`_GraphReplay.linear_verdicts`: proves and refutes, no replay for the double
+      empty (:meth:`GraphReplay.linear_verdicts`: proves and refutes, no replay for the double
       binary tree at all), or, for kinds with empty buffers, by an unheld send at the window's
       first step. The rest is replayed incrementally: only its chunk graph, from the window's
       first step, starting from the original's state cached there, and only the ranks whose
@@ -73,8 +73,6 @@ Cost
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -83,10 +81,11 @@ import numpy as np
 
 from react.errors import PatternError
 from react.pattern import Pattern
+from react.replay import GraphReplay, ReplayCache
 from react.transforms import PRIORITY, ChunkLocalSwap, GlobalSwap, PositionSwap, Swap
 from react.verify import first_violation, verify
 
-__all__ = ["Direction", "ReplayCache", "SwapSpace"]
+__all__ = ["Direction", "SwapSpace"]
 
 Direction = Literal["any", "in", "out"]
 _DIRECTIONS = ("any", "in", "out")
@@ -181,7 +180,7 @@ class SwapSpace:
         self._pos = {r: i for i, r in enumerate(pattern.ranks)}
         self._tables, self._tin, self._tout, arrays = _degree_tables(pattern, self._pos)
         self._deg = np.maximum(self._tin, self._tout)
-        self._replays: dict[int, _GraphReplay] = {}
+        self._replays: dict[int, GraphReplay] = {}
         self._shared = replays
         self._spaces: dict[int, tuple[_Entry, ...]] = {}
         self._swaps: dict[int, tuple[Swap, ...]] = {}
@@ -460,7 +459,7 @@ class SwapSpace:
 
         Candidates come from :meth:`_windows` (canonical windows passing the degree rule);
         viability is decided per window for all partners at once where it is provable
-        (:meth:`_GraphReplay.verdicts`) and by an incremental replay otherwise. A window that
+        (:meth:`GraphReplay.verdicts`) and by an incremental replay otherwise. A window that
         starts at the pair's first rewritten step is checked as if it started at the graph's
         first step, one that ends at its last as if it ended at the graph's last: the same
         rewrite, and the form the proofs cover.
@@ -818,14 +817,14 @@ class SwapSpace:
         self._global_guard_done = True
 
     def replay_entries(self) -> int:
-        """The :attr:`_GraphReplay.entries` of the replays this space holds (memory bounds)."""
+        """The :attr:`GraphReplay.entries` of the replays this space holds (memory bounds)."""
         return sum(replay.entries for replay in self._replays.values())
 
-    def _replay(self, g: int) -> _GraphReplay:
+    def _replay(self, g: int) -> GraphReplay:
         replay = self._replays.get(g)
         if replay is None:
             if self._shared is None:
-                replay = _GraphReplay(self.pattern, g, self._pos)
+                replay = GraphReplay(self.pattern, g, self._pos)
             else:
                 replay = self._shared.get(self.pattern, g, self._pos)
             self._replays[g] = replay
@@ -876,45 +875,6 @@ def _load_of(direction: str, tin: int, tout: int) -> int:
     if direction == "out":
         return tout
     return max(tin, tout)
-
-
-def _signed(plus: int, minus: int) -> tuple[int, int]:
-    """The -1/0/1 vector ``plus - minus`` of two rank bitsets, as (+1 bits, -1 bits)."""
-    return plus & ~minus, minus & ~plus
-
-
-def _rank_two_is_zero(
-    p: tuple[int, int], q: tuple[int, int], r: tuple[int, int], i: tuple[int, int], kappa: int
-) -> bool:
-    """Whether ``p (x) q + r (x) (i + kappa q) = 0`` for -1/0/1 vectors given as bitset pairs
-    (:meth:`_GraphReplay.linear_verdicts`).
-
-    If ``p (x) q = 0`` the rest must vanish: ``r = 0`` or ``i = -kappa q``. Otherwise both
-    terms are rank one and equal up to sign: ``r = lam p`` (``lam = +-1``, the entries being
-    +-1) and ``i + kappa q = -q / lam``, i.e. ``i = mu q`` with ``mu = -(kappa + lam)``.
-    """
-
-    def zero(v: tuple[int, int]) -> bool:
-        return not (v[0] or v[1])
-
-    def is_multiple(v: tuple[int, int], w: tuple[int, int], mu: int) -> bool:  # v == mu w
-        if mu == 0:
-            return zero(v)
-        if mu == 1:
-            return v == w
-        if mu == -1:
-            return v == (w[1], w[0])
-        return zero(v) and zero(w)
-
-    if zero(p) or zero(q):
-        return zero(r) or is_multiple(i, q, -kappa)
-    if r == p:
-        lam = 1
-    elif r == (p[1], p[0]):
-        lam = -1
-    else:
-        return False
-    return is_multiple(i, q, -(kappa + lam))
 
 
 def _other(r: int, x: int, y: int) -> int:
@@ -1071,583 +1031,3 @@ def _degree_tables(
         "chunk": first_chunk,
     }
     return tuple(tables), tin, tout, arrays
-
-
-# -- incremental replay of one chunk graph -------------------------------------------------------
-class ReplayCache:
-    """Replays of chunk graphs shared by the swap spaces of related patterns, least recently
-    used dropped first.
-
-    A replay depends only on the collective's meaning (kind, ranks, root, chunks) and on the
-    flows of its chunk graph, which is its key, so a space gets the same answers from a shared
-    replay as from its own; its caches (verdicts, paths, boundaries) then serve every space
-    whose pattern has that chunk graph. It keeps at most ``size`` replays and, with
-    ``max_entries``, at most that many :attr:`_GraphReplay.entries` in all (the newest replay
-    whatever its size): a dropped replay is built again when asked for, with the same answers.
-    """
-
-    def __init__(self, size: int = 256, max_entries: int | None = None) -> None:
-        if not (isinstance(size, int) and size >= 1):
-            raise PatternError(f"ReplayCache: size must be a positive integer, got {size!r}")
-        if max_entries is not None and not (isinstance(max_entries, int) and max_entries >= 1):
-            raise PatternError(
-                f"ReplayCache: max_entries must be a positive integer or None, got {max_entries!r}")
-        self._size = size
-        self._max_entries = max_entries
-        self._entries = 0
-        self._replays: OrderedDict[tuple[object, ...], _GraphReplay] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._replays)
-
-    def get(self, pattern: Pattern, g: int, pos: dict[int, int]) -> _GraphReplay:
-        block = pattern.chunk_graphs()[g]
-        key = (pattern.kind, pattern.ranks, pattern.root, pattern.chunks, block,
-               tuple(pattern.flows[i] for i in pattern.flows_of_chunk_graph(g)))
-        replay = self._replays.get(key)
-        if replay is None:
-            replay = _GraphReplay(pattern, g, pos)
-            self._replays[key] = replay
-            self._entries += replay.entries
-            while len(self._replays) > 1 and (
-                    len(self._replays) > self._size
-                    or (self._max_entries is not None and self._entries > self._max_entries)):
-                self._entries -= self._replays.popitem(last=False)[1].entries
-        else:
-            self._replays.move_to_end(key)
-        return replay
-
-
-class _GraphReplay:
-    """The original replay of one chunk graph, kept so that a swap is re-checked incrementally.
-
-    Semantics are those of :mod:`react.verify` (bitset buffers, simultaneous steps, double
-    counts, unheld sends, a copy plus another write at one step, the final condition). The
-    original graph must verify; only buffers that differ from the original's are replayed.
-    """
-
-    def __init__(self, pattern: Pattern, g: int, pos: dict[int, int]) -> None:
-        self.kind = pattern.kind
-        self.n = pattern.n
-        self.chunks = pattern.chunk_graphs()[g]
-        everyone = (1 << self.n) - 1
-        # into[t][d] / out[t][s]: flows of step t as (other end, chunks, is_copy).
-        self.into: dict[int, dict[int, list[tuple[int, tuple[int, ...], bool]]]] = {}
-        self.out: dict[int, dict[int, list[tuple[int, tuple[int, ...], bool]]]] = {}
-        for i in pattern.flows_of_chunk_graph(g):
-            f = pattern.flows[i]
-            s, d, cp = pos[f.src], pos[f.dst], f.op == "copy"
-            self.into.setdefault(f.step, {}).setdefault(d, []).append((s, f.chunks, cp))
-            self.out.setdefault(f.step, {}).setdefault(s, []).append((d, f.chunks, cp))
-        self.steps = sorted(self.into)
-        #: What its state can grow to, (rank, chunk) values per step: a recursive-doubling
-        #: AllGather of 240 ranks is one graph of 240 chunks, ~85 MiB at 518,400 entries.
-        self.entries = self.n * len(self.chunks) * len(self.steps)
-        self._boundaries: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        # Initial and required final values per (rank, chunk); None = unconstrained.
-        self.initial: dict[tuple[int, int], int] = {}
-        self.final: dict[tuple[int, int], int] = {}
-        root = -1 if pattern.root is None else pos[pattern.root]
-        for c in self.chunks:
-            owned_by = pattern.chunks[c].owner
-            owner = -1 if owned_by is None else pos[owned_by]
-            for r in range(self.n):
-                if self.kind in ("allreduce", "reduce_scatter", "reduce"):
-                    self.initial[(r, c)] = 1 << r
-                elif self.kind == "allgather":
-                    self.initial[(r, c)] = 1 << owner if r == owner else 0
-                else:
-                    self.initial[(r, c)] = 1 << root if r == root else 0
-                if self.kind == "allreduce":
-                    self.final[(r, c)] = everyone
-                elif self.kind == "allgather":
-                    self.final[(r, c)] = 1 << owner
-                elif self.kind == "broadcast":
-                    self.final[(r, c)] = 1 << root
-                elif self.kind == "reduce_scatter" and r == owner:
-                    self.final[(r, c)] = everyone
-                elif self.kind == "reduce" and r == root:
-                    self.final[(r, c)] = everyone
-        # Accesses per (rank, chunk): (step, reads) -- a send or a reduce into it reads the value
-        # at the end of step - 1; a copy into it only overwrites it (for the liveness shortcut).
-        self.access: dict[tuple[int, int], list[tuple[int, bool]]] = {}
-        for t in self.steps:
-            for d, flows in self.into[t].items():
-                for s, chunks, is_copy in flows:
-                    for c in chunks:
-                        self.access.setdefault((s, c), []).append((t, True))
-                        self.access.setdefault((d, c), []).append((t, not is_copy))
-        for events in self.access.values():
-            events.sort()
-        self.access_steps = {key: [e[0] for e in ev] for key, ev in self.access.items()}
-        self.writes: dict[tuple[int, int], list[int]] = {}
-        for t in self.steps:
-            for d, flows in self.into[t].items():
-                for _, chunks, _ in flows:
-                    for c in chunks:
-                        self.writes.setdefault((d, c), []).append(t)
-        self._verdict_cache: dict[tuple[int, int, int, int], bool] = {}
-        self._derived: dict[object, object] = {}
-        #: Buffers may be empty (nothing received yet): AllGather, Broadcast.
-        self.may_be_empty = self.kind in ("allgather", "broadcast")
-        # The original trajectory: per (rank, chunk), the steps at which it changed and values.
-        self.hist_steps: dict[tuple[int, int], list[int]] = {}
-        self.hist_vals: dict[tuple[int, int], list[int]] = {}
-        state = dict(self.initial)
-        for t in self.steps:
-            updates = self._step_updates(t, lambda r, c: state[(r, c)], self.into[t], None)
-            if updates is None:
-                raise PatternError(
-                    f"SwapSpace: chunk graph {g} of the pattern does not verify at step {t}"
-                )
-            for key, value in updates.items():
-                state[key] = value
-                self.hist_steps.setdefault(key, [0]).append(t)
-                self.hist_vals.setdefault(key, [self.initial[key]]).append(value)
-
-    def overwritten_by(self, t: int, r: int, c: int) -> float | None:
-        """If the value of (r, c) at the end of step ``t`` is dead -- its next access is a copy
-        into it, with no read at that step -- the step of that copy; ``inf`` if it is never
-        accessed again and the final condition does not constrain it; otherwise None (live)."""
-        key = (r, c)
-        steps = self.access_steps.get(key)
-        k = bisect_right(steps, t) if steps else 0
-        if not steps or k == len(steps):
-            return None if key in self.final else float("inf")
-        events = self.access[key]
-        s = steps[k]
-        while k < len(steps) and steps[k] == s:
-            if events[k][1]:
-                return None
-            k += 1
-        return float(s)
-
-    def boundary(self, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The original state at the end of step ``t``, as ``(n, chunks)`` arrays: value ids
-        (equal ids, equal buffers), :meth:`overwritten_by` (nan where live) and an influence
-        hash: the sum of random weights of the constrained final buffers the value flows into.
-
-        In a valid pattern a value reaches a final buffer at most once (twice would count it
-        twice), so equal influence sets give equal sums; unequal sums prove unequal sets.
-        """
-        cached = self._boundaries.get(t)
-        if cached is not None:
-            return cached
-        n, chunks = self.n, self.chunks
-        ids: dict[int, int] = {}
-        vid = np.zeros((n, len(chunks)), dtype=np.int64)
-        over = np.full((n, len(chunks)), np.nan)
-        for j, c in enumerate(chunks):
-            for r in range(n):
-                vid[r, j] = ids.setdefault(self.value(t, r, c), len(ids))
-                o = self.overwritten_by(t, r, c)
-                if o is not None:
-                    over[r, j] = o
-        # Between two steps of this graph nothing changes: the boundary of the last step <= t.
-        k = bisect_right(self.steps, t)
-        hashes = self._influence_hashes()[self.steps[k - 1] if k else self.steps[0] - 1]
-        cached = (vid, over, hashes)
-        self._boundaries[t] = cached
-        return cached
-
-    def _influence_hashes(self) -> dict[int, np.ndarray]:
-        """Per step boundary ``t`` (``steps[0] - 1`` included), the influence hash of each
-        (rank position, chunk) value at the end of ``t`` (:meth:`boundary`), all from one
-        backward pass: a copy into d kills d's earlier value; a flow s -> d passes d's later
-        influence to s's earlier value."""
-        cached = self._derived.get("influence")
-        if cached is not None:
-            return cached  # type: ignore[return-value]
-        mask = (1 << 64) - 1
-        col = {c: j for j, c in enumerate(self.chunks)}
-        infl = {key: self._weight(key) for key in self.final}
-        out: dict[int, np.ndarray] = {}
-
-        def snapshot() -> np.ndarray:
-            arr = np.zeros((self.n, len(self.chunks)), dtype=np.uint64)
-            for (r, c), w in infl.items():
-                arr[r, col[c]] = np.uint64(w)
-            return arr
-
-        for s in reversed(self.steps):
-            out[s] = snapshot()
-            adds: list[tuple[tuple[int, int], int]] = []
-            kills: list[tuple[int, int]] = []
-            for d, flows in self.into[s].items():
-                for src, fchunks, is_copy in flows:
-                    for c in fchunks:
-                        adds.append(((src, c), infl.get((d, c), 0)))
-                        if is_copy:
-                            kills.append((d, c))
-            for key in kills:
-                infl.pop(key, None)
-            for key, w in adds:
-                if w:
-                    infl[key] = (infl.get(key, 0) + w) & mask
-        out[self.steps[0] - 1] = snapshot()
-        self._derived["influence"] = out
-        return out
-
-    @staticmethod
-    def _weight(key: tuple[int, int]) -> int:
-        # A fixed pseudo-random 64-bit weight per (rank, chunk) (splitmix64 of the key).
-        z = (key[0] * 0x9E3779B97F4A7C15 + key[1] * 0xBF58476D1CE4E5B9 + 1) & ((1 << 64) - 1)
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & ((1 << 64) - 1)
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & ((1 << 64) - 1)
-        return (z ^ (z >> 31)) | 1
-
-    def verdicts(
-        self, x: int, first: int, last: int, meaning_fixed: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """For every partner ``y`` of ``x`` in window ``[first, last]``: (proven viable, proven
-        not viable), both without a replay; partners in neither need :meth:`viable`.
-
-        Start: if the window begins at the graph's first step, the swapped window is the
-        original with ``x`` and ``y`` renamed in places and contents, harmless where the
-        meaning names neither (``meaning_fixed``); otherwise, per chunk, x and y must hold
-        equal values at ``first - 1`` or values that are dead and overwritten inside the window.
-        Either way the state after the swapped window is the original's with the buffers of x
-        and y exchanged. End: that exchange is harmless if, per chunk, the two values are equal
-        or both dead (proven viable); it is fatal if the values differ and some constrained
-        final buffer depends on one but not the other (the final value loses one and gains the
-        other: a wrong sum or a double count).
-        """
-        if first <= self.steps[0]:
-            start = meaning_fixed.copy()
-        else:
-            vid, over, _ = self.boundary(first - 1)
-            inside = over <= last  # nan (live) and inf (never touched again) compare False
-            start = np.all((vid == vid[x]) | (inside & inside[x]), axis=1)
-        vid, over, hashes = self.boundary(last)
-        equal = vid == vid[x]
-        dead = ~np.isnan(over)
-        proven = start & np.all(equal | (dead & dead[x]), axis=1)
-        rejected = start & ~proven & np.any(~equal & (hashes != hashes[x]), axis=1)
-        proven[x] = rejected[x] = False
-        return proven, rejected
-
-    def unheld_at_start(self, x: int, ys: np.ndarray, firsts: np.ndarray) -> np.ndarray:
-        """For each partner ``ys[k]`` with window starting at ``firsts[k]``: whether the swapped
-        graph sends, at that first step, a chunk its new sender does not hold (exact: up to
-        then the state is the original's, and :mod:`react.verify` rejects such a send).
-
-        Only empty buffers trigger it (AllGather, Broadcast: ranks that have not received yet).
-        """
-        out = np.zeros(len(ys), dtype=bool)
-        for a in np.unique(firsts):
-            held = self.held(int(a) - 1)
-            sends = self.sends(int(a))
-            k = np.flatnonzero(firsts == a)
-            y = ys[k]
-            out[k] = np.any(sends[x] & ~held[y], axis=1) | np.any(sends[y] & ~held[x], axis=1)
-        return out
-
-    def linear_verdicts(
-        self, x: int, ys: np.ndarray, first: int, last: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """For each partner in ``ys``, swapping over ``[first, last]``: (proven viable, proven
-        not viable), without a replay, for kinds whose buffers are never empty (AllReduce,
-        ReduceScatter, Reduce); all False otherwise or where the structure is not 0/1.
-
-        Why it is exact. Buffers hold multisets of ranks' inputs; without a violation the state
-        evolves linearly (a copy replaces, a reduce adds), so a final buffer's content is
-        ``sum over sources s of N(s -> f) {s}`` with ``N`` the path counts of the flows. With
-        ``A`` the paths from the inputs to the buffers at ``first - 1`` (the values there),
-        ``M`` those through the window, ``B`` those from the buffers at ``last`` to the
-        constrained final buffers (their influence sets) and ``P`` the exchange of x and y,
-        the swapped pattern's counts are ``A P M P B`` against the original's ``A M B``; the
-        difference reduces, per chunk, to the rank-two matrix
-        ``ds (x) b + da (x) (i + k b)`` with ``ds = S_last(y) - S_last(x)``,
-        ``da = S_first-1(x) - S_first-1(y)``, ``b = B(x) - B(y)``, ``i = I(y) - I(x)`` (I: the
-        influence sets at ``first - 1``) and ``k = M_xx - M_xy - M_yx + M_yy``, all vectors of
-        -1/0/1 (in a valid pattern with no empty buffer every count is 0 or 1: two paths
-        would count an input twice). Non-zero: some final buffer is wrong, or the run violates
-        earlier: not viable. Zero: every final buffer is right, so every reduce whose result
-        reaches one adds no input twice; the only violation left would be a double count in a
-        result that reaches no final buffer. There is none when the original has no such
-        reduce and the swap keeps which buffers reach none (``B(x)``, ``B(y)`` both empty or
-        both not, the same for ``I``): then the swapped pattern verifies.
-        """
-        key = ("linear", x, ys.dtype.str, ys.tobytes(), first, last)
-        cached = self._derived.get(key)
-        if cached is None:
-            cached = self._linear_verdicts(x, ys, first, last)
-            self._derived[key] = cached
-        proven: np.ndarray
-        rejected: np.ndarray
-        proven, rejected = cached  # type: ignore[misc]
-        return proven.copy(), rejected.copy()  # callers refine them in place
-
-    def _linear_verdicts(
-        self, x: int, ys: np.ndarray, first: int, last: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        m = len(ys)
-        proven = np.zeros(m, dtype=bool)
-        rejected = np.zeros(m, dtype=bool)
-        if self.may_be_empty:
-            return proven, rejected
-        paths = self.paths(first, last)
-        reach = self.reach()
-        if paths is None or reach is None:
-            return proven, rejected
-        sets, no_dead_reduce = reach
-        before, after = sets[first - 1], sets[last]
-        v0, v1 = self.values_at(first - 1), self.values_at(last)
-        partners = [int(y) for y in ys]
-        bad = [False] * m
-        unsafe = [False] * m
-        zero = _rank_two_is_zero
-        for j in range(len(self.chunks)):
-            p, i0, i1, s0, s1 = paths[j], before[j], after[j], v0[j], v1[j]
-            px, ix, bx, ax, sx = p[x], i0[x], i1[x], s0[x], s1[x]
-            pxx = (px >> x) & 1
-            for k, y in enumerate(partners):
-                if bad[k]:
-                    continue
-                py, iy, by, ay, sy = p[y], i0[y], i1[y], s0[y], s1[y]
-                kappa = pxx - ((py >> x) & 1) - ((px >> y) & 1) + ((py >> y) & 1)
-                if not zero((sy & ~sx, sx & ~sy), (bx & ~by, by & ~bx), (ax & ~ay, ay & ~ax),
-                            (iy & ~ix, ix & ~iy), kappa):
-                    bad[k] = True
-                elif (bx == 0) != (by == 0) or (ix == 0) != (iy == 0):
-                    unsafe[k] = True
-        rejected = np.asarray(bad, dtype=bool)
-        if no_dead_reduce:
-            proven = ~rejected & ~np.asarray(unsafe, dtype=bool)
-        return proven, rejected
-
-    def values_at(self, t: int) -> list[list[int]]:
-        """The original values at the end of step ``t``, per chunk (in ``chunks`` order), per
-        rank position."""
-        key = ("values", t)
-        cached = self._derived.get(key)
-        if cached is None:
-            cached = [[self.value(t, r, c) for r in range(self.n)] for c in self.chunks]
-            self._derived[key] = cached
-        return cached  # type: ignore[return-value]
-
-    def reach(self) -> tuple[dict[int, list[list[int]]], bool] | None:
-        """Per step boundary ``t`` (``steps[0] - 1`` included), per chunk, per rank position:
-        the influence set of the value at the end of ``t``, as the bitset of the ranks whose
-        constrained final buffer of that chunk it reaches; and whether every reduce's result
-        reaches one. None if a value reaches a final buffer by two paths (counts not 0/1)."""
-        if "reach" in self._derived:
-            return self._derived["reach"]  # type: ignore[return-value]
-        col = {c: j for j, c in enumerate(self.chunks)}
-        infl = [
-            [1 << r if (r, c) in self.final else 0 for r in range(self.n)] for c in self.chunks
-        ]
-        sets: dict[int, list[list[int]]] = {}
-        no_dead_reduce = True
-        for s in reversed(self.steps):
-            sets[s] = infl
-            new = [list(row) for row in infl]
-            for d, flows in self.into[s].items():
-                for _, chunks, is_copy in flows:
-                    for c in chunks:
-                        if is_copy:
-                            new[col[c]][d] = 0
-                        elif not infl[col[c]][d]:
-                            no_dead_reduce = False
-            for d, flows in self.into[s].items():
-                for src, chunks, _ in flows:
-                    for c in chunks:
-                        j = col[c]
-                        add = infl[j][d]
-                        if new[j][src] & add:
-                            self._derived["reach"] = None
-                            return None
-                        new[j][src] |= add
-            infl = new
-        sets[self.steps[0] - 1] = infl
-        out = (sets, no_dead_reduce)
-        self._derived["reach"] = out
-        return out
-
-    def held(self, t: int) -> np.ndarray:
-        """Whether each (rank position, chunk) holds a value at the end of step ``t``."""
-        key = ("held", t)
-        cached: np.ndarray | None = self._derived.get(key)  # type: ignore[assignment]
-        if cached is None:
-            cached = np.asarray(
-                [[self.value(t, r, c) != 0 for c in self.chunks] for r in range(self.n)],
-                dtype=bool,
-            )
-            self._derived[key] = cached
-        return cached
-
-    def sends(self, t: int) -> np.ndarray:
-        """Whether each (rank position, chunk) is sent at step ``t``."""
-        key = ("sends", t)
-        cached: np.ndarray | None = self._derived.get(key)  # type: ignore[assignment]
-        if cached is None:
-            cached = np.zeros((self.n, len(self.chunks)), dtype=bool)
-            col = {c: j for j, c in enumerate(self.chunks)}
-            for s, flows in self.out.get(t, {}).items():
-                for _, chunks, _ in flows:
-                    for c in chunks:
-                        cached[s, col[c]] = True
-            self._derived[key] = cached
-        return cached
-
-    def paths(self, first: int, last: int) -> list[list[int]] | None:
-        """Per chunk, per rank position ``r``: the bitset of positions with a path from their
-        buffer at ``first - 1`` to ``r``'s at ``last`` (a replay of the window from one-hot
-        buffers); None if some buffer is reached twice from one source (then ``M`` is not 0/1
-        and :meth:`linear_verdicts` does not decide). One replay per ``first`` serves every
-        ``last``: each step's result is kept."""
-        key = ("paths", first, last)
-        if key not in self._derived:
-            self._paths_from(first)
-        return self._derived[key]  # type: ignore[return-value]
-
-    def _paths_from(self, first: int) -> None:
-        states = [[1 << r for r in range(self.n)] for _ in self.chunks]
-        broken = False
-        for t in self.steps[bisect_left(self.steps, first):]:
-            if not broken:
-                for j, c in enumerate(self.chunks):
-                    state = states[j]
-                    new: dict[int, int] = {}
-                    for d, flows in self.into[t].items():
-                        sources = [(s, cp) for s, chunks, cp in flows if c in chunks]
-                        if not sources:
-                            continue
-                        if any(cp for _, cp in sources):  # the only write (valid pattern)
-                            new[d] = state[sources[0][0]]
-                            continue
-                        acc = state[d]
-                        for s, _ in sources:
-                            if acc & state[s]:
-                                broken = True
-                            acc |= state[s]
-                        new[d] = acc
-                    for d, v in new.items():
-                        state[d] = v
-            self._derived[("paths", first, t)] = (
-                None if broken else [list(state) for state in states]
-            )
-
-    def value(self, t: int, r: int, c: int) -> int:
-        """The original value of (rank position r, chunk c) at the end of step t."""
-        key = (r, c)
-        steps = self.hist_steps.get(key)
-        if steps is None:
-            return self.initial[key]
-        return self.hist_vals[key][bisect_right(steps, t) - 1]
-
-    @staticmethod
-    def _step_updates(
-        t: int,
-        read,  # (rank, chunk) -> value at the end of step t - 1
-        inflows: dict[int, list[tuple[int, tuple[int, ...], bool]]],
-        only: set[int] | None,
-    ) -> dict[tuple[int, int], int] | None:
-        """New values written at step ``t`` into the ranks of ``only`` (all if None), or None on
-        a violation."""
-        updates: dict[tuple[int, int], int] = {}
-        for d, flows in inflows.items():
-            if only is not None and d not in only:
-                continue
-            pending: dict[int, tuple[int, bool]] = {}
-            for s, chunks, is_copy in flows:
-                for c in chunks:
-                    value = read(s, c)
-                    if not value:
-                        return None
-                    earlier = pending.get(c)
-                    if earlier is not None and (is_copy or earlier[1]):
-                        return None
-                    if is_copy:
-                        pending[c] = (value, True)
-                    else:
-                        added = earlier[0] if earlier is not None else 0
-                        if (read(d, c) | added) & value:
-                            return None
-                        pending[c] = (added | value, False)
-            for c, (value, is_copy) in pending.items():
-                updates[(d, c)] = value if is_copy else read(d, c) | value
-        return updates
-
-    def _written_after(
-        self, t: int, key: tuple[int, int], first: int, last: int, other: int
-    ) -> bool:
-        # Whether the swapped graph writes (r, c) after step t; ``other`` is the partner of r
-        # if r is swapped (inside the window r then takes the partner's writes).
-        r, c = key
-        inside = self.writes.get((other, c), ()) if other >= 0 else self.writes.get(key, ())
-        k = bisect_right(inside, t)
-        if k < len(inside) and inside[k] <= last:
-            return True
-        outside = self.writes.get(key, ())
-        k = bisect_right(outside, max(t, last))
-        return k < len(outside)
-
-    def viable(self, x: int, y: int, first: int, last: int) -> bool:
-        """Whether relabelling rank positions ``x`` and ``y`` in this graph's flows of steps
-        ``first..last`` keeps the graph valid (cached per unordered pair and window)."""
-        key = (min(x, y), max(x, y), first, last)
-        verdict = self._verdict_cache.get(key)
-        if verdict is None:
-            verdict = self._viable(x, y, first, last)
-            self._verdict_cache[key] = verdict
-        return verdict
-
-    def _viable(self, x: int, y: int, first: int, last: int) -> bool:
-        def swap(r: int) -> int:
-            return y if r == x else x if r == y else r
-
-        overlay: dict[tuple[int, int], int] = {}
-        k = bisect_left(self.steps, first)
-        for t in self.steps[k:]:
-            inside = t <= last
-            if not inside and not overlay:
-                return True  # the rest of the replay is the original's, which verifies
-            dirty = {r for r, _ in overlay}
-            into, out = self.into[t], self.out[t]
-            affected = set(dirty)
-            if inside:
-                affected.update((x, y))
-                for r in (x, y):
-                    for d, _, _ in out.get(r, ()):
-                        affected.add(swap(d))
-                for r in dirty:
-                    for d, _, _ in out.get(swap(r), ()):
-                        affected.add(swap(d))
-                inflows = {
-                    a: [(swap(s), ch, cp) for s, ch, cp in into.get(swap(a), ())]
-                    for a in affected
-                }
-            else:
-                for r in dirty:
-                    for d, _, _ in out.get(r, ()):
-                        affected.add(d)
-                inflows = {a: into.get(a, []) for a in affected}
-
-            def read(r: int, c: int, t: int = t, overlay: dict = overlay) -> int:
-                v = overlay.get((r, c))
-                return self.value(t - 1, r, c) if v is None else v
-
-            updates = self._step_updates(t, read, inflows, None)
-            if updates is None:
-                return False
-            new_overlay: dict[tuple[int, int], int] = {}
-            for a in affected:
-                for c in self.chunks:
-                    v = updates.get((a, c))
-                    if v is None:
-                        v = read(a, c)
-                    if v != self.value(t, a, c):
-                        new_overlay[(a, c)] = v
-                        # Fail early: a wrong final value that nothing will write again.
-                        want = self.final.get((a, c))
-                        if want is not None and v != want:
-                            other = y if a == x else x if a == y else -1
-                            if not self._written_after(t, (a, c), first, last, other):
-                                return False
-            overlay = new_overlay
-        for key, v in overlay.items():
-            want = self.final.get(key)
-            if want is not None and v != want:
-                return False
-        return True

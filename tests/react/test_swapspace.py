@@ -9,6 +9,7 @@ import react.swapspace as swapspace_module
 from react.errors import PatternError
 from react.pattern import Chunk, Flow, Pattern
 from react.patterns import GENERATORS, allreduce_double_binary_tree, allreduce_ring
+from react.replay import ReplayCache
 from react.swapspace import SwapSpace
 from react.transforms import ChunkLocalSwap, GlobalSwap, PositionSwap
 from react.verify import first_violation, verify
@@ -362,7 +363,7 @@ def test_shared_replays_and_one_graph_questions_change_no_answer(name):
     first = rng.choice(list(SwapSpace(base)))
     patterns = [base, first.apply(base)]
     patterns.append(rng.choice(list(SwapSpace(patterns[1], check=False))).apply(patterns[1]))
-    shared = swapspace_module.ReplayCache(size=4)  # small: entries get dropped and rebuilt
+    shared = ReplayCache(size=4)  # small: entries get dropped and rebuilt
     for pattern in patterns:
         alone = SwapSpace(pattern, check=False)
         together = SwapSpace(pattern, check=False, replays=shared)
@@ -374,22 +375,3 @@ def test_shared_replays_and_one_graph_questions_change_no_answer(name):
                     s for s in whole if s.graph is None or s.graph == g), (rank, g)
             assert together.swaps_for(rank) == whole
             assert SwapSpace(pattern, check=False, replays=shared).swaps_for(rank) == whole
-
-
-def test_replay_cache_size_is_checked():
-    with pytest.raises(PatternError, match="size must be a positive integer, got 0"):
-        swapspace_module.ReplayCache(size=0)
-
-
-def test_replay_cache_keeps_within_its_entries_and_answers_the_same():
-    # Recursive doubling on 16 ranks: each chunk graph's replay holds 16 x 8 x 4 = 512 entries;
-    # a bound of 600 keeps one at a time, and the answers are those of a fresh space.
-    base = GENERATORS["allgather_recursive_doubling"](16)
-    shared = swapspace_module.ReplayCache(size=64, max_entries=600)
-    together = SwapSpace(base, check=False, replays=shared)
-    alone = SwapSpace(base, check=False)
-    for rank in base.ranks:
-        assert together.swaps_for(rank) == alone.swaps_for(rank)
-        assert len(shared) == 1
-    with pytest.raises(PatternError, match="max_entries must be a positive integer or None, got 0"):
-        swapspace_module.ReplayCache(size=4, max_entries=0)
