@@ -172,6 +172,13 @@ class ControllerConfig:
         collective time of the pattern that ran misses the batch's observed mean time by more
         than this fraction, no estimated gain is trusted and the batch counts as fruitless
         (0, default: always explore; docs/deviations.md has the measurement).
+    overestimate_tolerance : float
+        Explore only when the estimate does not overprice the running pattern: when the
+        estimated collective time of the pattern that ran exceeds the batch's observed mean time
+        by more than this fraction, every estimated gain is inflated by as much, so none is
+        trusted and the batch counts as fruitless (0, default: off). One-sided, unlike
+        ``fit_tolerance``: an estimate that underprices the running pattern makes its gains
+        conservative, not optimistic (docs/deviations.md has the measurement).
     unsettle_batches : int
         Batches in a row that must show a changed congestion picture (or a collective time risen
         above the settled one) before a settled job explores again (1, default: at once). Above 1
@@ -207,6 +214,7 @@ class ControllerConfig:
     search_width: int = 4
     search_slack: float = 0.03
     fit_tolerance: float = 0.0
+    overestimate_tolerance: float = 0.0
     unsettle_batches: int = 1
     reexplore_epochs: int = 30
     apply_delay_epochs: int = 0
@@ -217,7 +225,7 @@ class ControllerConfig:
                     "max_accepted", "search_width", "unsettle_batches")
         non_negative = ("trials_growth", "reexplore_epochs", "apply_delay_epochs", "seed")
         fractions = ("delta1", "delta2", "epsilon", "revert_threshold", "search_slack",
-                     "fit_tolerance")
+                     "fit_tolerance", "overestimate_tolerance")
         for name in positive + non_negative:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
@@ -650,14 +658,21 @@ class Controller:
         model = self._history.model()
         message = batch[0].message_bytes
         before = _estimated_time(model, pattern, message)
-        if cfg.fit_tolerance > 0:
+        if cfg.fit_tolerance > 0 or cfg.overestimate_tolerance > 0:
             observed = float(np.mean([r.collective_time_s for r in batch]))
             miss = before / observed - 1.0
-            if abs(miss) > cfg.fit_tolerance:
+            if cfg.fit_tolerance > 0 and abs(miss) > cfg.fit_tolerance:
                 notes.append(
                     f"the estimate of the running pattern, {_us(before)}, misses its observed "
                     f"{_us(observed)} by {miss:+.0%} (more than {cfg.fit_tolerance:.0%}): no "
                     "estimated gain is trusted")
+                return None
+            if cfg.overestimate_tolerance > 0 and miss > cfg.overestimate_tolerance:
+                notes.append(
+                    f"the estimate of the running pattern, {_us(before)}, is {miss:.0%} above "
+                    f"its observed {_us(observed)} (more than "
+                    f"{cfg.overestimate_tolerance:.0%}), which would inflate every estimated "
+                    "gain: none is trusted")
                 return None
         blocked = self._excluded | report.steady_inbound | report.steady_outbound
         failed, failed_patterns = self._failed_under(pattern, _picture(pattern, report))

@@ -40,6 +40,8 @@ def test_config_defaults_are_table_3():
         ({"unseen_pairs": "magic"}, "unseen_pairs must be one of .*'magic'"),
         ({"concurrency": "time"}, "concurrency must be one of .*'checked'.*'time'"),
         ({"search_slack": -0.1}, "search_slack must be a number in \\[0, 1\\), got -0.1"),
+        ({"overestimate_tolerance": -0.1},
+         "overestimate_tolerance must be a number in \\[0, 1\\), got -0.1"),
         ({"search_width": 0}, "search_width must be >= 1, got 0"),
         ({"unsettle_batches": 0}, "unsettle_batches must be >= 1, got 0"),
         ({"size_aware_detection": 1}, "size_aware_detection must be true or false"),
@@ -245,20 +247,37 @@ def test_failure_memory_excludes_swaps_or_what_the_failed_trials_tried(memory):
         assert excluded == {a, d} and patterns == {tried[a], tried[c], tried[d]}
 
 
-def test_fit_tolerance_trusts_no_estimate_that_misses_the_running_pattern():
-    # The same congested batch, its observed collective times doubled: the estimate, built from
-    # the flows' times, still predicts the undoubled time, so it misses the observed one by
-    # about -50%. With a tolerance no swap is tried and the batch counts as fruitless; without
-    # one (the default), or on the genuine batch, the trial happens as usual.
+def _first_decision(config, time_factor):
+    """The controller's first decision on the 8-rank tree's congested batch, its observed
+    collective times scaled by ``time_factor`` (the flows' times, which the estimate is built
+    from, left as they are: the estimate misses the observed time by about 1 / factor - 1)."""
     tree = allreduce_double_binary_tree(8)
-    genuine = batch(tree)
-    doubled = [_with_time(r, 2 * r.collective_time_s) for r in genuine]
-    strict = ControllerConfig(fit_tolerance=0.2)
-    refused = Controller(tree, strict).observe(doubled)
-    assert refused.action == "keep" and refused.pattern == tree
-    assert "misses its observed" in refused.reason and "-50%" in refused.reason
-    assert Controller(tree).observe(doubled).action == "try"
-    assert Controller(tree, strict).observe(genuine).action == "try"
+    scaled = [_with_time(r, time_factor * r.collective_time_s) for r in batch(tree)]
+    return Controller(tree, config).observe(scaled)
+
+
+@pytest.mark.parametrize(
+    "setting, refused_at, words, also_tried_at",
+    [
+        # Observed times doubled: the estimate misses them by about -50%.
+        ({"fit_tolerance": 0.2}, 2.0, ("misses its observed", "-50%"), ()),
+        # Observed times halved: the estimate is about +100% above them. The tolerance is
+        # one-sided: doubled (the estimate about -50% below) the trial happens.
+        ({"overestimate_tolerance": 0.2}, 0.5, ("% above its observed", "(more than 20%)"),
+         (2.0,)),
+    ],
+)
+def test_tolerances_trust_no_estimate_that_misses_the_running_pattern(
+        setting, refused_at, words, also_tried_at):
+    # With the tolerance no swap is tried and the batch counts as fruitless; without one (the
+    # default), or on the genuine batch, the trial happens as usual.
+    strict = ControllerConfig(**setting)
+    refused = _first_decision(strict, refused_at)
+    assert refused.action == "keep" and refused.pattern == allreduce_double_binary_tree(8)
+    assert all(w in refused.reason for w in words), refused.reason
+    assert _first_decision(ControllerConfig(), refused_at).action == "try"
+    for factor in (1.0, *also_tried_at):
+        assert _first_decision(strict, factor).action == "try"
 
 
 def test_fit_tolerance_out_of_range_is_named():
