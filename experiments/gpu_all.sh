@@ -12,6 +12,8 @@
 #                                                            Fig. 11 CDF), then again with the
 #                                                            flow stamps taken after launch
 #   4. experiments/table2_gpu.py                             (Table 2: dual tree, 100 MB)
+#   5. experiments/gpu_graph_probe.py                        (one GPU: what a CUDA graph of the
+#                                                            posting can capture)
 # Each step's output goes to OUT/<step>.log and its files under OUT/<step>/; a failing step
 # does not stop the others, nor does one past its time limit (it is stopped); the exit status
 # is the number of failed steps. --quick runs every
@@ -55,5 +57,6 @@ step loop 600 python3 experiments/gpu_closed_loop.py --out "$out/loop" --timeout
 step loop_launch 600 python3 experiments/gpu_closed_loop.py --stamp launch --out "$out/loop_launch" \
      --timeout-s 30 "${loop[@]}"
 step table2 600 python3 experiments/table2_gpu.py --out "$out/table2" "${table[@]}"
+step graph_probe 120 python3 experiments/gpu_graph_probe.py --out "$out/graph_probe"
 echo "== failed steps: $failed"
 exit $failed
