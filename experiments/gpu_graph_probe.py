@@ -273,14 +273,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mbytes", type=float, default=100.0,
                         help="megabytes moved per transfer (default 100)")
     args = parser.parse_args(argv)
+    if not args.mbytes > 0:
+        parser.error(f"--mbytes must be positive, got {args.mbytes}")
     try:
         import torch
     except ImportError:
         parser.error("torch is not installed: this probe needs torch with CUDA and NCCL")
     if not torch.cuda.is_available():
         parser.error("no CUDA device: this probe needs a GPU")
-    if args.mbytes <= 0:
-        parser.error(f"--mbytes must be positive, got {args.mbytes}")
     args.out.mkdir(parents=True, exist_ok=True)
     result = probe(args.mbytes)
 
