@@ -9,7 +9,9 @@ Run one process per GPU (torchrun sets the ranks)::
 2. For each message size and AllReduce pattern, on float32 buffers, interleaved in one run:
    NCCL's ``all_reduce``; RCollective with flow timing off; with timing on (timings read one
    epoch late, as a training loop would); with timing on and one lane (every chunk graph on
-   one communicator); and ``p2p``, the ring's data movement alone in NCCL point-to-point
+   one communicator); timing off and on with the posting replayed as a CUDA graph
+   (``GpuCollective(graph=True)``: the warm-up calls run it eagerly, then capture it); and
+   ``p2p``, the ring's data movement alone in NCCL point-to-point
    (2(N-1) grouped exchanges of 1/N of the message with the ring neighbours, on the default
    communicator, no reductions, no events): the ceiling of any pattern built from NCCL p2p.
    ``post`` is the host time spent inside one call (posting only). Two clocks: ``sync`` (each
@@ -49,7 +51,7 @@ from react.patterns import generator  # noqa: E402
 
 SIZES_BYTES = (2_000_000, 20_000_000, 100_000_000)
 PATTERNS = ("allreduce_ring", "allreduce_double_binary_tree")
-VARIANTS = ("nccl", "p2p", "off", "on", "on_1lane")
+VARIANTS = ("nccl", "p2p", "off", "on", "on_1lane", "off_graph", "on_graph")
 
 
 def _slowest(dist, host_group, values: list[float]) -> list[float]:
@@ -67,7 +69,9 @@ def bench(sizes, patterns, reps: int, loop_calls: int, loop_blocks: int) -> list
     dist = torch.distributed
     host = dist.new_group(backend="gloo")
     colls = {"off": GpuCollective(timing=False), "on": GpuCollective(timing=True),
-             "on_1lane": GpuCollective(timing=True, lanes=1)}
+             "on_1lane": GpuCollective(timing=True, lanes=1),
+             "off_graph": GpuCollective(timing=False, graph=True),
+             "on_graph": GpuCollective(timing=True, graph=True)}
     rows = []
     epoch = 0
     try:
@@ -237,16 +241,20 @@ def markdown(rows: list[dict], check: dict, meta: dict) -> str:
            "float32; against numpy and NCCL).", "",
            "ms per call (algorithm bandwidth GB/s):", "",
            "| clock | pattern | MB | NCCL all_reduce | NCCL p2p ring | RColl timing off | "
-           "timing on | on, 1 lane | off/NCCL bw | on/off time |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "timing on | on, 1 lane | CUDA graph, timing off | graph, timing on | off/NCCL bw | "
+           "on/off time | graph off/NCCL bw |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for clock in ("sync", "loop"):
         for r in rows:
             cells = [f"{r[v][clock + '_s'] * 1e3:.3f} ({r[v][clock + '_algbw_GBps']:.0f})"
                      for v in VARIANTS]
             ratio_bw = r["off"][clock + "_algbw_GBps"] / r["nccl"][clock + "_algbw_GBps"]
             ratio_on = r["on"][clock + "_s"] / r["off"][clock + "_s"]
+            ratio_graph = (r["off_graph"][clock + "_algbw_GBps"]
+                           / r["nccl"][clock + "_algbw_GBps"])
             out.append(f"| {clock} | {r['pattern']} | {r['message_bytes'] / 1e6:g} | "
-                       + " | ".join(cells) + f" | {ratio_bw:.2f} | {ratio_on:.2f} |")
+                       + " | ".join(cells) + f" | {ratio_bw:.2f} | {ratio_on:.2f} | "
+                       f"{ratio_graph:.2f} |")
     sw = meta.get("switch")
     if sw:
         out += ["", f"Pattern switch at {sw['message_bytes'] / 1e6:g} MB (median of "

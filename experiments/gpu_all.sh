@@ -10,7 +10,8 @@
 #   3. experiments/gpu_closed_loop.py                        (closed loop at p = 0, 1, 2 copy
 #                                                            streams, tuner cost, detection,
 #                                                            Fig. 11 CDF), then again with the
-#                                                            flow stamps taken after launch
+#                                                            flow stamps taken after launch,
+#                                                            then posted as CUDA graphs
 #   4. experiments/table2_gpu.py                             (Table 2: dual tree, 100 MB)
 #   5. experiments/gpu_graph_probe.py                        (one GPU: what a CUDA graph of the
 #                                                            posting can capture)
@@ -55,6 +56,8 @@ step bench 240 python3 -m torch.distributed.run --standalone --nproc-per-node="$
      benchmarks/bench_gpu.py --out "$out/bench" "${bench[@]}"
 step loop 600 python3 experiments/gpu_closed_loop.py --out "$out/loop" --timeout-s 30 "${loop[@]}"
 step loop_launch 600 python3 experiments/gpu_closed_loop.py --stamp launch --out "$out/loop_launch" \
+     --timeout-s 30 "${loop[@]}"
+step loop_graph 600 python3 experiments/gpu_closed_loop.py --graph --out "$out/loop_graph" \
      --timeout-s 30 "${loop[@]}"
 step table2 600 python3 experiments/table2_gpu.py --out "$out/table2" "${table[@]}"
 step graph_probe 120 python3 experiments/gpu_graph_probe.py --out "$out/graph_probe"

@@ -162,7 +162,8 @@ def measure(args: argparse.Namespace, gpus: int) -> dict[str, Any]:
     doc: dict[str, Any] = {"gpus": gpus, "ranks": n, "pattern": args.pattern,
                            "message_bytes": args.message_bytes, "epochs": args.epochs,
                            "batch_epochs": args.batch, "apply_delay_epochs": args.delay,
-                           "congested": args.congested, "stamp": args.stamp, "cells": []}
+                           "congested": args.congested, "stamp": args.stamp,
+                           "graph": args.graph, "cells": []}
     for p in args.ps:
         sources = copy_sources(args.congested, p, gpus, devices)
         cell: dict[str, Any] = {"p": p, "sources": list(sources)}
@@ -172,7 +173,7 @@ def measure(args: argparse.Namespace, gpus: int) -> dict[str, Any]:
                 job = GpuJob(devices, message_bytes=args.message_bytes,
                              mode="nccl" if kind == "nccl" else "rcollective",
                              tuner=kind != "bare", apply_delay_epochs=args.delay,
-                             timeout_s=args.timeout_s, stamp=args.stamp)
+                             timeout_s=args.timeout_s, stamp=args.stamp, graph=args.graph)
                 try:
                     controller = Controller(pattern, config) if kind == "react" else None
                     run = job.run_job(f"{kind}-p{p}", pattern, args.epochs, controller)
@@ -238,7 +239,8 @@ def markdown(doc: Mapping[str, Any]) -> str:
     lines = [f"{doc['ranks']} GPUs, {doc['pattern']}, {doc['message_bytes'] / 1e6:g} MB, "
              f"{doc['epochs']} epochs per run, B = {doc['batch_epochs']}, apply delay "
              f"{doc['apply_delay_epochs']} epochs; copy streams into rank {doc['congested']}; "
-             f"ready stamps: {doc.get('stamp', 'post')}.",
+             f"ready stamps: {doc.get('stamp', 'post')}"
+             f"{'; posted as CUDA graphs' if doc.get('graph') else ''}.",
              "", "| p | sources | NCCL mean / p95 ms | bare | collect | REACT | REACT/NCCL mean "
              "| collect/bare span | collect/bare wall | tuner per batch ms (vs batch) | epochs "
              "waited | detection exact | switches |",
@@ -317,6 +319,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--stamp", choices=STAMPS, default="post",
                         help="where a flow group's ready event is recorded: before the host "
                              "posts it (post, default) or after the posting call (launch)")
+    parser.add_argument("--graph", action="store_true",
+                        help="RCollective posts each pattern as a CUDA graph (after one eager "
+                             "epoch per pattern)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 60 epochs, p = 0, 2")
     parser.add_argument("--replot", type=Path, metavar="DIR",
                         help="no run: rewrite DIR's gpu_closed_loop.md and fig11_gpu.png from its "

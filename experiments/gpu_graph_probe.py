@@ -17,7 +17,10 @@ the backend would rely on:
 5. ``host``: host time to post one group eagerly against one ``replay()`` (no sync), and
    the GPU time of each, over many calls;
 6. ``allreduce_graph``: NCCL's ``all_reduce`` captured and replayed with timing events, a
-   control whose capture torch supports.
+   control whose capture torch supports;
+7. ``collective``: RCollective itself (``GpuCollective(graph=True)`` against its eager
+   posting) on a 2-rank ring whose peer is mapped to this rank (:func:`_self_plan`): the same
+   buffer after 8 epochs, the flows timed, and host and GPU time per epoch back to back.
 
 Each check runs on its own: a failure is recorded with its error and the others go on. Writes
 ``OUT/graph_probe.json`` and ``OUT/graph_probe.md``; exit status 0 even when checks fail (the
@@ -239,6 +242,91 @@ def probe(mbytes: float) -> dict[str, Any]:
                 "elapsed_ms": times}
 
     run("allreduce_graph", allreduce_graph)
+    run("collective", lambda: _collective_check(torch, n))
+    return out
+
+
+def _self_plan(orig: Callable[..., Any]) -> Callable[..., Any]:
+    """``gpu_plan`` with every peer mapped to this rank and each step's groups merged into one.
+
+    On one GPU the backend's own posting can only talk to itself: rank 0 of a 2-rank ring
+    then sends each step's chunk into its own receive (both in one NCCL group, as a send to
+    oneself needs; a step's send and receive belong to different chunk graphs, so the step's
+    groups are merged across graphs). The bytes land in the wrong chunk, so the result is not
+    the AllReduce, but it is the same for the eager posting and the graph, which is what is
+    compared."""
+    from dataclasses import replace
+
+    from react.backends.gpu.plan import GpuGroup, GpuPlan
+
+    def plan(pattern: Any, rank: int, count: int, lanes: int) -> GpuPlan:
+        base = orig(pattern, 0, count, lanes)
+        merged: dict[int, list[GpuGroup]] = {}  # by step: a ring's chunks are graphs apart
+        for g in base.groups:
+            merged.setdefault(g.step, []).append(g)
+        groups = tuple(
+            GpuGroup(gs[0].graph, gs[0].step, gs[0].lane,
+                     tuple(replace(o, peer=0) for g in gs for o in g.sends),
+                     tuple(replace(o, peer=0) for g in gs for o in g.recvs))
+            for gs in merged.values())
+        return GpuPlan(base.rank, base.count, base.lanes, base.graphs, groups)
+
+    return plan
+
+
+def _collective_check(torch: Any, n: int) -> dict[str, Any]:
+    """RCollective's graph mode against its eager posting, on one GPU (:func:`_self_plan`):
+    the same buffer after 8 epochs, and host and GPU time per epoch back to back."""
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    import react.backends.gpu.collective as collective
+    from react.patterns import allreduce_ring
+
+    collective.gpu_plan = _self_plan(collective.gpu_plan)
+    ring = allreduce_ring(2)
+    dev = torch.device("cuda", 0)
+    out: dict[str, Any] = {}
+    colls = {}
+    for mode in ("eager", "graph"):
+        coll = collective.GpuCollective(lanes=2, timing=True, graph=mode == "graph")
+        coll.world_size = 2  # rank 0 of a 2-rank pattern whose peer is itself
+        colls[mode] = coll
+    buffers = {}
+    for mode, coll in colls.items():
+        buf = (torch.arange(n, dtype=torch.float32, device=dev) % 1000) / 1000
+        for e in range(8):
+            epoch = coll.run(ring, buf, e)
+        epoch.wait()
+        flows = epoch.timings()
+        buffers[mode] = buf
+        out[f"{mode}_flows_timed"] = (len(flows.sends) + len(flows.recvs)
+                                      if flows is not None else 0)
+        out[f"{mode}_epoch_ms"] = round((flows.end_s - flows.start_s) * 1e3, 4) if flows else None
+    out["same_buffer"] = bool(torch.equal(buffers["eager"], buffers["graph"]))
+    out["graphs_captured"] = sum(len(p.graphs) for p in colls["graph"]._prepared.values())
+    for mode, coll in colls.items():
+        buf = torch.zeros(n, dtype=torch.float32, device=dev)
+        for e in range(5):  # warm-up (and, in graph mode, the captures)
+            coll.run(ring, buf, e).wait()
+        for timing in (True, False):
+            coll.timing = timing
+            torch.cuda.synchronize()
+            start, _ = _timing_event(torch, False)
+            end, _ = _timing_event(torch, False)
+            start.record()
+            t0 = time.perf_counter()
+            calls = 50
+            for e in range(calls):
+                last = coll.run(ring, buf, 100 + e)
+            host_s = time.perf_counter() - t0
+            end.record()
+            last.wait()
+            torch.cuda.synchronize()
+            out[f"{mode}_timing_{'on' if timing else 'off'}"] = {
+                "host_us_per_epoch": round(host_s / calls * 1e6, 1),
+                "gpu_ms_per_epoch": round(start.elapsed_time(end) / calls, 4)}
+        coll.timing = True
     return out
 
 

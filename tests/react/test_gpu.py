@@ -58,6 +58,22 @@ def test_every_generator_equals_numpy_and_nccl(tmp_path):
             assert all(0 <= f <= m["epoch_s"] for f in m["fct_s"])
 
 
+def test_every_generator_equals_numpy_and_nccl_when_posted_as_a_cuda_graph(tmp_path):
+    # The same checks with RCollective's graph mode: each pattern runs eagerly once, is then
+    # captured and replayed, and replayed again, all on one buffer; every epoch's result and
+    # merged timings are checked as above.
+    out = tmp_path / "check.json"
+    n = _gpus()
+    done = _torchrun(n, ["-m", "react.backends.gpu.selfcheck", "--graph", "--out", str(out)],
+                     300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["graph"] is True
+    assert all(len(c["merged"]) == 3 for c in report["checked"])
+    assert {"allreduce_ring", "allreduce_double_binary_tree"} <= {
+        c["generator"] for c in report["checked"]}
+
+
 def test_more_ranks_than_gpus_fails_clearly_and_every_rank_exits():
     n = _gpus() + 1
     done = _torchrun(n, ["-m", "react.backends.gpu.selfcheck"], 120)

@@ -391,3 +391,16 @@ def test_flow_stamp_choices_are_checked_where_a_job_is_made(tmp_path):
     spec = gpu_job_spec(job="j", pattern=allreduce_ring(2), epochs=6, message_bytes=1e6,
                         tuner=None, out_dir=str(tmp_path), stamp="launch")
     assert spec["stamp"] == "launch"
+
+
+def test_graph_posting_is_off_unless_asked_and_reaches_every_rank_spec(tmp_path):
+    def spec(**kw):
+        return gpu_job_spec(job="j", pattern=allreduce_ring(2), epochs=6, message_bytes=1e6,
+                            tuner=None, out_dir=str(tmp_path), **kw)
+
+    assert spec()["graph"] is False and spec(graph=True)["graph"] is True
+    job = GpuJob([0, 1], message_bytes=1e6, gpus=2, workdir=tmp_path, graph=True)
+    try:
+        assert job.graph is True
+    finally:
+        job.close()

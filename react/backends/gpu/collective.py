@@ -11,6 +11,10 @@ or copies. Finally the caller's stream waits on every graph stream. Nothing in
 :meth:`GpuCollective.run` waits on the GPU: it returns a :class:`GpuEpoch` at once, and only
 :meth:`GpuEpoch.timings` (or ``wait``) blocks the host.
 
+With ``graph=True`` the whole posting of a pattern on a buffer is captured once as a CUDA graph
+(after one eager epoch) and replayed on the caller's stream from then on, so the host no longer
+posts each group (docs/results/gpu.md).
+
 Timing (``timing=True``): per epoch an anchor event (on an idle stream, with a host clock sample,
 :mod:`.eventclock`), an enter and an exit event on the caller's stream, and a ready and a done
 event around each group, all created once per pattern and reused: ``event_sets`` sets, used in
@@ -20,7 +24,7 @@ next use reads them first (waiting for that older epoch to finish on the GPU).""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from react.backends.gpu.eventclock import (
@@ -62,6 +66,10 @@ class _Prepared:
     send_stage: dict[int, Any]  # flow index -> staging tensor (multi-range sends)
     event_sets: list[_Events]
     calls: int = 0
+    # graph mode: the buffers (data pointers) run eagerly once, and the captured graphs by
+    # (buffer pointer, event set)
+    warmed: set[int] = field(default_factory=set)
+    graphs: dict[tuple[int, int], Any] = field(default_factory=dict)
 
 
 class GpuEpoch:
@@ -138,6 +146,13 @@ class GpuCollective:
     stamp : str
         Where each group's ``ready`` event is recorded: ``"post"`` (before the host posts it) or
         ``"launch"`` (after the posting call returned); :mod:`.eventclock`.
+    graph : bool
+        Post each prepared pattern as a CUDA graph: the first epoch on a buffer runs eagerly
+        (the warm-up NCCL needs before a capture), the next captures the posting (one graph per
+        event set, its timing events recorded inside it) and every later one replays it, so
+        the host no longer posts each group. The buffer must be the same tensor (data pointer)
+        from epoch to epoch; a new one is warmed up and captured again. Off by default:
+        docs/results/gpu.md says what has been measured of it.
     connect_all : bool
         Connect every ordered rank pair on every lane here, with one small exchange each: NCCL
         sets up a pair's point-to-point connection on its first transfer (about a hundred
@@ -153,7 +168,7 @@ class GpuCollective:
     """
 
     def __init__(self, *, lanes: int = 4, timing: bool = True, event_sets: int = 4,
-                 connect_all: bool = True, stamp: str = "post") -> None:
+                 connect_all: bool = True, stamp: str = "post", graph: bool = False) -> None:
         self.stamp = check_stamp(stamp)
         torch = import_cuda_torch()
         dist = torch.distributed
@@ -168,6 +183,7 @@ class GpuCollective:
         self.rank = dist.get_rank()
         self.world_size = dist.get_world_size()
         self.timing = bool(timing)
+        self.graph = bool(graph)
         self.event_sets = event_sets
         self.device = torch.device("cuda", torch.cuda.current_device())
         ranks = list(range(self.world_size))
@@ -189,6 +205,7 @@ class GpuCollective:
         self._clock_stream = torch.cuda.Stream(self.device)
         self._enter_sync = torch.cuda.Event()
         self._graph_sync: dict[int, Any] = {}
+        self._capture_stream = torch.cuda.Stream(self.device)  # graph mode's captures
         self._prepared: dict[tuple[int, int, Any], _Prepared] = {}
 
     @property
@@ -215,8 +232,9 @@ class GpuCollective:
         prep = self._prepare(pattern, buffer, epoch)
         plan = prep.plan
         events = None
+        slot = prep.calls % self.event_sets if self.timing else 0
         if self.timing:
-            events = prep.event_sets[prep.calls % self.event_sets]
+            events = prep.event_sets[slot]
             if events.owner is not None:  # read the older epoch before its events are reused
                 events.owner.timings()
         prep.calls += 1
@@ -224,6 +242,48 @@ class GpuCollective:
         anchor_host_s = 0.0
         if events is not None:
             anchor_host_s = stamp_anchor(events.anchor, self._clock_stream)
+        graph = self._graph_for(prep, buffer, epoch, events, slot) if self.graph else None
+        if graph is not None:
+            graph.replay()  # on the caller's stream, after what it queued before
+        else:
+            self._post(prep, buffer, epoch, events, caller)
+            if self.graph:
+                prep.warmed.add(buffer.data_ptr())
+        exit_sync = torch.cuda.Event()
+        exit_sync.record(caller)
+        result = GpuEpoch(self.rank, epoch, plan, events, anchor_host_s, exit_sync)
+        if events is not None:
+            events.owner = result
+        return result
+
+    def _graph_for(self, prep: _Prepared, buffer: Any, epoch: int, events: _Events | None,
+                   slot: int) -> Any:
+        """The captured posting of ``prep`` on ``buffer`` with event set ``slot``, captured now
+        if the buffer was warmed up; None while it was not (the caller posts eagerly)."""
+        key = (buffer.data_ptr(), slot)
+        graph = prep.graphs.get(key)
+        if graph is not None or key[0] not in prep.warmed:
+            return graph
+        torch = self._torch
+        graph = torch.cuda.CUDAGraph()
+        capture = self._capture_stream
+        capture.wait_stream(torch.cuda.current_stream(self.device))
+        try:
+            with torch.cuda.graph(graph, stream=capture):
+                self._post(prep, buffer, epoch, events, capture)
+        except RuntimeError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else repr(exc)
+            raise CollectiveError(f"rank {self.rank}, epoch {epoch}: capturing the pattern as a "
+                                  f"CUDA graph failed: {first}") from None
+        prep.graphs[key] = graph
+        return graph
+
+    def _post(self, prep: _Prepared, buffer: Any, epoch: int, events: _Events | None,
+              caller: Any) -> None:
+        """Post every group of ``prep`` on ``buffer``, ordered after ``caller``'s work and
+        joined back into it (eagerly, or into a graph being captured on ``caller``)."""
+        plan = prep.plan
+        if events is not None:
             events.enter.record(caller)
         self._enter_sync.record(caller)
         streams = {g: self._stream(g) for g in plan.graphs}
@@ -246,18 +306,12 @@ class GpuCollective:
         except RuntimeError as exc:
             raise CollectiveError(f"rank {self.rank}, epoch {epoch}: NCCL refused a launch: "
                                   f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from None
-        exit_sync = torch.cuda.Event()
         for g, s in streams.items():
             done = self._graph_sync[g]
             done.record(s)
             caller.wait_event(done)
         if events is not None:  # before exit_sync: done() must imply every event completed
             events.exit.record(caller)
-        exit_sync.record(caller)
-        result = GpuEpoch(self.rank, epoch, plan, events, anchor_host_s, exit_sync)
-        if events is not None:
-            events.owner = result
-        return result
 
     def _launch(self, group, k: int, buffer: Any, stream: Any, prep: _Prepared,
                 events: _Events | None) -> None:
@@ -351,6 +405,8 @@ class GpuCollective:
         sets = []
         if self.timing:
             def ev():
+                if self.graph:  # recorded inside a captured graph as nodes of their own
+                    return torch.cuda.Event(enable_timing=True, external=True)
                 return torch.cuda.Event(enable_timing=True)
 
             sets = [_Events(ev(), ev(), ev(), [ev() for _ in plan.groups],

@@ -97,7 +97,7 @@ class GpuJob:
     tuner : bool
         Start RTuner (always, when a controller is given); without it the ranks only run and
         time their epochs (to measure what the tuner costs).
-    apply_delay_epochs, timeout_s, lanes, compute_gap_s, stamp
+    apply_delay_epochs, timeout_s, lanes, compute_gap_s, stamp, graph
         As in :func:`~react.backends.gpu.rank.gpu_job_spec`.
     workdir : path, optional
         Where the specs, logs and results go (default: a temporary folder, removed at close).
@@ -107,8 +107,10 @@ class GpuJob:
                  mode: str = "rcollective", tuner: bool = True, apply_delay_epochs: int = 5,
                  timeout_s: float = 120.0, lanes: int = 4, compute_gap_s: float = 0.0,
                  workdir: str | os.PathLike[str] | None = None, gpus: int | None = None,
-                 python: Sequence[str] | None = None, stamp: str = "post") -> None:
+                 python: Sequence[str] | None = None, stamp: str = "post",
+                 graph: bool = False) -> None:
         self.stamp = check_stamp(stamp)
+        self.graph = bool(graph)
         self.devices = [int(d) for d in devices]
         if len(set(self.devices)) != len(self.devices):
             raise GpuError(f"GpuJob: two ranks on one GPU ({self.devices}); the GPU backend "
@@ -179,7 +181,7 @@ class GpuJob:
             job=name, pattern=pattern, epochs=epochs, message_bytes=self.message_bytes,
             tuner=tuner_addr, out_dir=str(files), devices=self.devices, mode=self.mode,
             lanes=self.lanes, timeout_s=self.timeout_s, compute_gap_s=self.compute_gap_s,
-            apply_delay_epochs=self.apply_delay_epochs, stamp=self.stamp)))
+            apply_delay_epochs=self.apply_delay_epochs, stamp=self.stamp, graph=self.graph)))
         port = _free_port()
         logs = [files / f"rank{r}.log" for r in range(pattern.n)]
         ranks = []

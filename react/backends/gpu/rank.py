@@ -70,8 +70,10 @@ def gpu_job_spec(
     warmup_epochs: int = 3,
     dtype: str = "float32",
     stamp: str = "post",
+    graph: bool = False,
 ) -> dict[str, Any]:
-    """The JSON document every rank of a GPU job reads (module docstring)."""
+    """The JSON document every rank of a GPU job reads (module docstring); ``graph``: post as
+    CUDA graphs (:class:`~react.backends.gpu.collective.GpuCollective`)."""
     check_stamp(stamp)
     if mode not in MODES:
         raise ReactError(f"gpu_job_spec: mode must be one of {MODES}, got {mode!r}")
@@ -83,7 +85,7 @@ def gpu_job_spec(
         "message_bytes": float(message_bytes), "mode": mode,
         "tuner": None if tuner is None else [tuner[0], int(tuner[1])],
         "out_dir": str(out_dir), "devices": None if devices is None else [int(d) for d in devices],
-        "lanes": int(lanes), "timeout_s": float(timeout_s),
+        "lanes": int(lanes), "timeout_s": float(timeout_s), "graph": bool(graph),
         "compute_gap_s": float(compute_gap_s), "apply_delay_epochs": int(apply_delay_epochs),
         "warmup_epochs": int(warmup_epochs), "dtype": dtype, "stamp": stamp,
     }
@@ -254,7 +256,8 @@ def run_gpu_rank(spec: Mapping[str, Any]) -> dict[str, Any]:
             from react.backends.gpu.collective import GpuCollective
 
             coll = GpuCollective(lanes=int(spec["lanes"]), timing=True,
-                                 stamp=str(spec.get("stamp", "post")))
+                                 stamp=str(spec.get("stamp", "post")),
+                                 graph=bool(spec.get("graph", False)))
         if spec.get("tuner") is not None:
             from react.runtime.tuner import TunerClient
 

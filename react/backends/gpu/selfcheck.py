@@ -83,16 +83,20 @@ def _compare(what: str, got: np.ndarray, want: np.ndarray, exact: bool, n: int) 
                          f"({bad.size} wrong)")
 
 
-def check_all(count: int = 1 << 16, *, lanes: int = 4) -> dict[str, Any]:
-    """Run the checks on this rank (the process group is up); rank 0 gets the full report."""
+def check_all(count: int = 1 << 16, *, lanes: int = 4, graph: bool = False) -> dict[str, Any]:
+    """Run the checks on this rank (the process group is up); rank 0 gets the full report.
+
+    With ``graph`` RCollective posts as CUDA graphs, and each check runs three epochs on one
+    buffer: the eager warm-up, the capture (then its replay) and a replay."""
     import torch
 
     from react.backends.gpu.collective import GpuCollective
 
     dist = torch.distributed
     rank, n = dist.get_rank(), dist.get_world_size()
-    coll = GpuCollective(lanes=lanes, timing=True)
-    report: dict[str, Any] = {"world_size": n, "count": count, "lanes": lanes, "checked": []}
+    coll = GpuCollective(lanes=lanes, timing=True, graph=graph)
+    report: dict[str, Any] = {"world_size": n, "count": count, "lanes": lanes, "graph": graph,
+                              "checked": []}
     epoch = 0
     try:
         for name, pattern in patterns_at(n).items():
@@ -101,8 +105,13 @@ def check_all(count: int = 1 << 16, *, lanes: int = 4) -> dict[str, Any]:
                 want, defined = expected_output(pattern, inputs, rank)
                 nccl = _nccl_reference(torch, pattern, inputs, rank, count)
                 merged = []
-                for _ in range(2):
-                    buf = torch.from_numpy(initial_buffer(pattern, inputs[rank], rank)).cuda()
+                buf = None
+                for _ in range(3 if graph else 2):
+                    start = torch.from_numpy(initial_buffer(pattern, inputs[rank], rank))
+                    if buf is None:
+                        buf = start.cuda()
+                    else:  # the same tensor: a graph replays on the pointer it captured
+                        buf.copy_(start)
                     rec = coll.run(pattern, buf, epoch).timings()
                     if rec is None:
                         raise ReactError(f"{name}: the collective ran without flow timing")
@@ -141,13 +150,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1 << 16, help="elements per message")
     parser.add_argument("--lanes", type=int, default=4)
+    parser.add_argument("--graph", action="store_true",
+                        help="post as CUDA graphs (GpuCollective(graph=True))")
     parser.add_argument("--out", help="JSON report rank 0 writes")
     args = parser.parse_args(argv)
     rank = -1
     try:
         world = init_gpu_world()
         rank = world.rank
-        report = check_all(args.count, lanes=args.lanes)
+        report = check_all(args.count, lanes=args.lanes, graph=args.graph)
     except ReactError as exc:
         print(f"rank {rank}: {exc}", file=sys.stderr)
         close_gpu_world()
