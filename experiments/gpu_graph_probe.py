@@ -20,7 +20,8 @@ the backend would rely on:
    control whose capture torch supports;
 7. ``collective``: RCollective itself (``GpuCollective(graph=True)`` against its eager
    posting) on a 2-rank ring whose peer is mapped to this rank (:func:`_self_plan`): the same
-   buffer after 8 epochs, the flows timed, and host and GPU time per epoch back to back.
+   buffer after 8 epochs, the flows timed, host and GPU time per epoch back to back, and the
+   same buffers after pattern switches and on a second buffer.
 
 Each check runs on its own: a failure is recorded with its error and the others go on. Writes
 ``OUT/graph_probe.json`` and ``OUT/graph_probe.md``; exit status 0 even when checks fail (the
@@ -327,6 +328,26 @@ def _collective_check(torch: Any, n: int) -> dict[str, Any]:
                 "host_us_per_epoch": round(host_s / calls * 1e6, 1),
                 "gpu_ms_per_epoch": round(start.elapsed_time(end) / calls, 4)}
         coll.timing = True
+    # A pattern switch and a new buffer, as the closed loop makes them: the ring and its global
+    # swap alternating (each a prepared pattern of its own: one eager epoch, then captures),
+    # then a second buffer (its own captures); the graph mode against the eager posting.
+    from react.transforms import GlobalSwap
+
+    swapped = GlobalSwap(0, 1).apply(ring)
+    ends = {}
+    for mode, coll in colls.items():
+        first = (torch.arange(n, dtype=torch.float32, device=dev) % 997) / 997
+        second = first.clone()
+        for e in range(12):
+            coll.run(ring if e % 3 else swapped, first, 200 + e)
+        for e in range(6):
+            coll.run(swapped, second, 300 + e)
+        torch.cuda.synchronize()
+        ends[mode] = (first, second)
+    out["switch_same_buffers"] = [bool(torch.equal(a, b))
+                                  for a, b in zip(ends["eager"], ends["graph"], strict=True)]
+    out["graphs_captured_in_all"] = sum(len(p.graphs)
+                                        for p in colls["graph"]._prepared.values())
     return out
 
 
