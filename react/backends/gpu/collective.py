@@ -269,7 +269,9 @@ class GpuCollective:
         capture = self._capture_stream
         capture.wait_stream(torch.cuda.current_stream(self.device))
         try:
-            with torch.cuda.graph(graph, stream=capture):
+            # thread_local: CUDA calls of other threads (NCCL's watchdog polling its events)
+            # during the capture do not invalidate it, as they would in the global mode
+            with torch.cuda.graph(graph, stream=capture, capture_error_mode="thread_local"):
                 self._post(prep, buffer, epoch, events, capture)
         except RuntimeError as exc:
             first = str(exc).splitlines()[0] if str(exc) else repr(exc)
