@@ -23,6 +23,9 @@ A suite is a TOML file::
     epochs = 40                      # optional: every job runs this many epochs
     trace = "equivalent"             # optional, overrides the suite's
     metrics = { mean_time_s = 0.02 } # optional: added to / overriding the suite's [metrics]
+    react = { fit_tolerance = 0.25 } # optional: controller parameters set on every job of the
+                                     #   scenario (as experiments' --react-set), so that a case
+                                     #   can watch an option on a shipped scenario
 
     [[scenarios]]                    # ... or a scenario written inline
     name = "quiet-star"
@@ -60,7 +63,7 @@ SCENARIO_CONTROLLER = "scenario"
 
 _SUITE_KEYS = ("name", "description", "warmup_epochs", "controllers", "trace", "metrics",
                "scenarios")
-_CASE_KEYS = ("path", "scenario", "name", "epochs", "trace", "metrics")
+_CASE_KEYS = ("path", "scenario", "name", "epochs", "trace", "metrics", "react")
 
 
 class RegressError(ReactError, ValueError):
@@ -205,6 +208,22 @@ def _metrics(at: _Where, key: str, value: Any) -> dict[str, float]:
     return out
 
 
+def _set_controllers(at: _Where, key: str, settings: Any, document: dict[str, Any]) -> None:
+    """Put ``settings`` (controller parameters) into every job's ``react`` entry, keeping
+    whether the job runs REACT; the scenario's parser then checks each key and value."""
+    if not isinstance(settings, Mapping) or not settings:
+        raise at.fail(key, settings, "a table of controller parameters, e.g. "
+                      "{ overestimate_tolerance = 0.1 }")
+    for job in document.get("jobs", []) if isinstance(document.get("jobs"), list) else []:
+        if not isinstance(job, dict):
+            continue
+        entry = job.get("react", False)
+        if isinstance(entry, Mapping):
+            job["react"] = {**entry, **settings}
+        elif isinstance(entry, bool):
+            job["react"] = {"enabled": entry, **settings}
+
+
 def _case(at: _Where, key: str, raw: Any, suite_dir: Path, metrics: Mapping[str, float],
           trace: str) -> Case:
     from react.scenario import ScenarioError, parse_scenario
@@ -242,6 +261,8 @@ def _case(at: _Where, key: str, raw: Any, suite_dir: Path, metrics: Mapping[str,
         for job in document.get("jobs", []) if isinstance(document.get("jobs"), list) else []:
             if isinstance(job, dict):
                 job["epochs"] = epochs
+    if "react" in raw:
+        _set_controllers(at, f"{key}.react", raw["react"], document)
     try:
         scenario = parse_scenario(document, source=source, base_dir=base_dir,
                                   default_name=default or "scenario")

@@ -213,7 +213,7 @@ def test_default_suite_covers_every_collective_topology_and_congestion_kind():
     assert min(j.message_bytes for j in jobs) <= 256e3 <= 16e6 <= max(j.message_bytes for j in jobs)
     # its goldens: one per case, all of this suite
     goldens = sorted((ROOT / "experiments/suites/default.golden").glob("*.json"))
-    assert [p.stem for p in goldens] == sorted(c.name for c in suite.cases)
+    assert sorted(p.stem for p in goldens) == sorted(c.name for c in suite.cases)
     assert {json.loads(p.read_text())["suite"] for p in goldens} == {"default"}
 
 
@@ -227,11 +227,30 @@ def test_default_suite_covers_every_collective_topology_and_congestion_kind():
     (lambda s: s.replace('path = "quiet.toml"', 'path = "congested.toml"'),
      r"scenarios\[1\]\.name = 'congested'"),
     (lambda s: 'controllers = ["nope_pkg.mod:X"]\n' + s, r"cannot import module 'nope_pkg.mod'"),
+    (lambda s: s + 'name = "q"\nreact = 5\n', r"scenarios\[1\]\.react = 5"),
+    (lambda s: s + 'name = "q"\nreact = { magic = 1 }\n', r"magic"),
+    (lambda s: s + 'name = "q"\nreact = { fit_tolerance = 2.0 }\n', r"fit_tolerance"),
 ])
 def test_bad_suite_is_one_error_naming_it(work, edit, words):
     (work / "suite.toml").write_text(edit(SUITE))
     with pytest.raises(RegressError, match=words):
         load_suite(work / "suite.toml")
+
+
+def test_a_case_sets_controller_parameters_on_every_job_keeping_whether_it_runs_react(work):
+    # congested.toml's job runs REACT (react = true); the case's table reaches its controller.
+    (work / "suite.toml").write_text(SUITE + 'name = "quiet-guarded"\n'
+                                     'react = { overestimate_tolerance = 0.1 }\n'
+                                     '[[scenarios]]\npath = "congested.toml"\n'
+                                     'name = "guarded"\nreact = { overestimate_tolerance = 0.1 }\n')
+    from react.scenario import parse_scenario
+
+    cases = {c.name: c for c in load_suite(work / "suite.toml").cases}
+    guarded = parse_scenario(cases["guarded"].document, base_dir=cases["guarded"].base_dir)
+    assert [j.controller.overestimate_tolerance for j in guarded.jobs] == [0.1]
+    assert [j.react for j in guarded.jobs] == [True]
+    plain = parse_scenario(cases["congested"].document, base_dir=cases["congested"].base_dir)
+    assert [j.controller.overestimate_tolerance for j in plain.jobs] == [0.0]
 
 
 # -- record and compare ----------------------------------------------------------------------------
