@@ -36,7 +36,7 @@ Viable
       (always for AllReduce; for a rooted kind unless one is the root; for owned chunks unless
       one owns a chunk of the graph). Otherwise it is replayed like a position swap;
     - a position swap is decided without a replay where that is exact: by the start/end
-      conditions of :meth:`GraphReplay.verdicts` (equal or dead buffers at the window's
+      conditions of :meth:`react.replay.GraphReplay.verdicts` (equal or dead buffers at the window's
       bounds), by linear algebra on the buffers' contents for kinds whose buffers are never
       empty (:meth:`GraphReplay.linear_verdicts`: proves and refutes, no replay for the double
       binary tree at all), or, for kinds with empty buffers, by an unheld send at the window's
