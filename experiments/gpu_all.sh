@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU test and measurement in one command, for one call on a GPU machine.
 #
-#   experiments/gpu_all.sh OUT [--quick]
+#   experiments/gpu_all.sh OUT [--quick] [--only STEP,STEP...]
 #
 # Runs, one rank per GPU of this host (any number), with NVLink multicast off:
 #   1. python3 -m pytest -m gpu tests/react/test_gpu.py   (correctness, closed loop, failures)
@@ -18,11 +18,32 @@
 # Each step's output goes to OUT/<step>.log and its files under OUT/<step>/; a failing step
 # does not stop the others, nor does one past its time limit (it is stopped); the exit status
 # is the number of failed steps. --quick runs every
-# step small (a smoke test of the whole chain, about 2 minutes on 2 GPUs; the full chain took
-# 6 minutes on 2 H200s).
+# step small (a smoke test of the whole chain, about 2 minutes on 2 GPUs). --only runs the
+# named steps (pytest bench loop loop_launch loop_graph table2 graph_probe) and no others.
+# The full chain took 6 minutes on 2 H200s with its first four steps; with all seven it needs
+# about 11, so on a machine lent for at most 10 minutes a command, run it as two calls:
+#   experiments/gpu_all.sh OUT --only pytest,bench,loop,graph_probe      (~5 min)
+#   experiments/gpu_all.sh OUT --only loop_launch,loop_graph,table2      (~6 min)
 set -u
-out=${1:?usage: experiments/gpu_all.sh OUT [--quick]}
-quick=${2:-}
+usage="usage: experiments/gpu_all.sh OUT [--quick] [--only STEP,STEP...]"
+out=${1:?$usage}
+shift
+all_steps="pytest bench loop loop_launch loop_graph table2 graph_probe"
+quick=""; only=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) quick=--quick ;;
+    --only) [ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }; only=${2//,/ }; shift ;;
+    *) echo "unknown argument '$1'; $usage" >&2; exit 2 ;;
+  esac
+  shift
+done
+for s in $only; do
+  case " $all_steps " in
+    *" $s "*) ;;
+    *) echo "unknown step '$s' in --only; the steps are: $all_steps" >&2; exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
@@ -43,6 +64,7 @@ fi
 failed=0
 step() {  # step NAME LIMIT_S COMMAND...: a step past its limit is stopped (and counts as failed)
   local name=$1 limit=$2; shift 2
+  if [ -n "$only" ] && [[ " $only " != *" $name "* ]]; then return 0; fi
   echo "== $name: $*"
   local t0=$SECONDS
   timeout --kill-after=10 "$limit" "$@" > "$out/$name.log" 2>&1
