@@ -348,6 +348,39 @@ def _collective_check(torch: Any, n: int) -> dict[str, Any]:
                                   for a, b in zip(ends["eager"], ends["graph"], strict=True)]
     out["graphs_captured_in_all"] = sum(len(p.graphs)
                                         for p in colls["graph"]._prepared.values())
+    out.update(_switch_cost(torch, colls, swapped, n, dev))
+    return out
+
+
+def _switch_cost(torch: Any, colls: dict[str, Any], pattern: Any, n: int, dev: Any
+                 ) -> dict[str, Any]:
+    """What the first epochs on a new buffer cost, each waited for (host wall time): in
+    graph mode one eager epoch, then a capture per timing-event set, then replays; eager
+    posting beside it. The excess is the first ``k`` epochs' time less ``k`` steady ones
+    (the median of the last four), ``k`` the epochs until graph mode stops capturing."""
+    out: dict[str, Any] = {}
+    epochs = 12
+    for mode, coll in colls.items():
+        fresh = (torch.arange(n, dtype=torch.float32, device=dev) % 991) / 991
+        before = sum(len(p.graphs) for p in coll._prepared.values())
+        times, captured = [], []
+        for e in range(epochs):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            coll.run(pattern, fresh, 400 + e).wait()
+            torch.cuda.synchronize()
+            times.append((time.perf_counter() - t0) * 1e3)
+            captured.append(sum(len(p.graphs) for p in coll._prepared.values()) - before)
+        out[f"{mode}_new_buffer_epoch_ms"] = [round(t, 3) for t in times]
+        out[f"{mode}_new_buffer_graphs"] = captured[-1]
+        if mode == "graph":
+            k = captured.index(captured[-1]) + 1  # the epoch of the last capture, counted
+            out["graph_switch_epochs"] = k
+    k = out.get("graph_switch_epochs", 5)
+    for mode in colls:
+        times = out[f"{mode}_new_buffer_epoch_ms"]
+        steady = sorted(times[-4:])[1:3]
+        out[f"{mode}_switch_excess_ms"] = round(sum(times[:k]) - k * sum(steady) / 2, 3)
     return out
 
 
