@@ -93,29 +93,35 @@ class GraphReplay:
         self.entries = self.n * len(self.chunks) * len(self.steps)
         self._boundaries: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         # Initial and required final values per (rank, chunk); None = unconstrained.
-        self.initial: dict[tuple[int, int], int] = {}
-        self.final: dict[tuple[int, int], int] = {}
         root = -1 if pattern.root is None else pos[pattern.root]
+        owner: dict[int, int] = {}
         for c in self.chunks:
             owned_by = pattern.chunks[c].owner
-            owner = -1 if owned_by is None else pos[owned_by]
-            for r in range(self.n):
-                if self.kind in ("allreduce", "reduce_scatter", "reduce"):
-                    self.initial[(r, c)] = 1 << r
-                elif self.kind == "allgather":
-                    self.initial[(r, c)] = 1 << owner if r == owner else 0
-                else:
-                    self.initial[(r, c)] = 1 << root if r == root else 0
-                if self.kind == "allreduce":
-                    self.final[(r, c)] = everyone
-                elif self.kind == "allgather":
-                    self.final[(r, c)] = 1 << owner
-                elif self.kind == "broadcast":
-                    self.final[(r, c)] = 1 << root
-                elif self.kind == "reduce_scatter" and r == owner:
-                    self.final[(r, c)] = everyone
-                elif self.kind == "reduce" and r == root:
-                    self.final[(r, c)] = everyone
+            owner[c] = -1 if owned_by is None else pos[owned_by]
+        keys = [(r, c) for c in self.chunks for r in range(self.n)]
+        kind = self.kind
+        self.initial: dict[tuple[int, int], int]
+        if kind in ("allreduce", "reduce_scatter", "reduce"):
+            self.initial = {key: 1 << key[0] for key in keys}
+        else:  # only the owner (AllGather) or the root (Broadcast) holds a value
+            self.initial = dict.fromkeys(keys, 0)
+            for c in self.chunks:
+                holder = owner[c] if kind == "allgather" else root
+                if 0 <= holder < self.n:
+                    self.initial[(holder, c)] = 1 << holder
+        self.final: dict[tuple[int, int], int]
+        if kind == "allreduce":
+            self.final = dict.fromkeys(keys, everyone)
+        elif kind == "allgather":
+            self.final = {(r, c): 1 << owner[c] for r, c in keys}
+        elif kind == "broadcast":
+            self.final = dict.fromkeys(keys, 1 << root)
+        else:  # the owner (ReduceScatter) or the root (Reduce) ends with the sum of all
+            self.final = {}
+            for c in self.chunks if kind in ("reduce_scatter", "reduce") else ():
+                holder = owner[c] if kind == "reduce_scatter" else root
+                if 0 <= holder < self.n:
+                    self.final[(holder, c)] = everyone
         # Accesses per (rank, chunk): (step, reads) -- a send or a reduce into it reads the value
         # at the end of step - 1; a copy into it only overwrites it (for the liveness shortcut).
         self.access: dict[tuple[int, int], list[tuple[int, bool]]] = {}
@@ -127,7 +133,6 @@ class GraphReplay:
                         self.access.setdefault((d, c), []).append((t, not is_copy))
         for events in self.access.values():
             events.sort()
-        self.access_steps = {key: [e[0] for e in ev] for key, ev in self.access.items()}
         self.writes: dict[tuple[int, int], list[int]] = {}
         for t in self.steps:
             for d, flows in self.into[t].items():
@@ -158,11 +163,11 @@ class GraphReplay:
         into it, with no read at that step -- the step of that copy; ``inf`` if it is never
         accessed again and the final condition does not constrain it; otherwise None (live)."""
         key = (r, c)
-        steps = self.access_steps.get(key)
-        k = bisect_right(steps, t) if steps else 0
-        if not steps or k == len(steps):
+        events = self.access.get(key, [])
+        steps = [e[0] for e in events]
+        k = bisect_right(steps, t)
+        if k == len(steps):
             return None if key in self.final else float("inf")
-        events = self.access[key]
         s = steps[k]
         while k < len(steps) and steps[k] == s:
             if events[k][1]:
@@ -181,22 +186,95 @@ class GraphReplay:
         cached = self._boundaries.get(t)
         if cached is not None:
             return cached
-        n, chunks = self.n, self.chunks
-        ids: dict[int, int] = {}
-        vid = np.zeros((n, len(chunks)), dtype=np.int64)
-        over = np.full((n, len(chunks)), np.nan)
-        for j, c in enumerate(chunks):
-            for r in range(n):
-                vid[r, j] = ids.setdefault(self.value(t, r, c), len(ids))
-                o = self.overwritten_by(t, r, c)
-                if o is not None:
-                    over[r, j] = o
+        vid = self._value_ids(t)
+        over = self._overwritten(t)
         # Between two steps of this graph nothing changes: the boundary of the last step <= t.
         k = bisect_right(self.steps, t)
         hashes = self._influence_hashes()[self.steps[k - 1] if k else self.steps[0] - 1]
         cached = (vid, over, hashes)
         self._boundaries[t] = cached
         return cached
+
+    def _history(self) -> dict[str, np.ndarray]:
+        """The original trajectory and accesses as flat arrays, for whole-state queries.
+
+        Positions are numbered ``r * chunks + j`` (rank position r, chunk column j), so that a
+        query over all of them reshapes to ``(n, chunks)``. ``change``: every position's value
+        changes (its initial value at step 0 first, then each write), keyed ``pos * span +
+        step`` and ascending, with the interned id of the value (equal ids, equal buffers) in
+        ``change_id``; ``group``: every (position, step) at which the position is accessed,
+        keyed the same way, with whether any access there reads it (``group_reads``).
+        """
+        cached = self._derived.get("history")
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        n, chunks = self.n, self.chunks
+        span = (self.steps[-1] + 2) if self.steps else 2
+        interned: dict[int, int] = {}
+        keys: list[int] = []
+        ids: list[int] = []
+        for r in range(n):
+            for j, c in enumerate(chunks):
+                pos = (r * len(chunks) + j) * span
+                steps = self.hist_steps.get((r, c))
+                if steps is None:
+                    keys.append(pos)
+                    ids.append(interned.setdefault(self.initial[(r, c)], len(interned)))
+                    continue
+                for step, value in zip(steps, self.hist_vals[(r, c)], strict=True):
+                    keys.append(pos + step)
+                    ids.append(interned.setdefault(value, len(interned)))
+        col = {c: j for j, c in enumerate(chunks)}
+        group_keys: list[int] = []
+        group_reads: list[bool] = []
+        for (r, c), events in self.access.items():
+            pos = (r * len(chunks) + col[c]) * span
+            for step, reads in events:  # sorted by step
+                key = pos + step
+                if group_keys and group_keys[-1] == key:
+                    group_reads[-1] = group_reads[-1] or reads
+                else:
+                    group_keys.append(key)
+                    group_reads.append(reads)
+        order = np.argsort(np.asarray(group_keys, dtype=np.int64), kind="stable")
+        final = np.zeros(n * len(chunks), dtype=bool)
+        for r, c in self.final:
+            final[r * len(chunks) + col[c]] = True
+        out: dict[str, np.ndarray] = {
+            "span": np.asarray(span, dtype=np.int64),
+            "change": np.asarray(keys, dtype=np.int64),  # ascending by construction
+            "change_id": np.asarray(ids, dtype=np.int64),
+            "nonzero": np.asarray([v != 0 for v in interned], dtype=bool),
+            "group": np.asarray(group_keys, dtype=np.int64)[order],
+            "group_reads": np.asarray(group_reads, dtype=bool)[order],
+            "final": final,
+        }
+        self._derived["history"] = out
+        return out
+
+    def _value_ids(self, t: int) -> np.ndarray:
+        """Interned ids of every position's original value at the end of step ``t`` (as
+        :meth:`value`: the last change at a step <= t), shaped ``(n, chunks)``."""
+        h = self._history()
+        span = int(h["span"])
+        base = np.arange(self.n * len(self.chunks), dtype=np.int64) * span
+        at = np.searchsorted(h["change"], base + min(max(t, 0), span - 1), side="right") - 1
+        return h["change_id"][at].reshape(self.n, len(self.chunks))
+
+    def _overwritten(self, t: int) -> np.ndarray:
+        """:meth:`overwritten_by` for every position at once (nan where live), ``(n, chunks)``."""
+        h = self._history()
+        span = int(h["span"])
+        base = np.arange(self.n * len(self.chunks), dtype=np.int64) * span
+        group = h["group"]
+        nxt = np.searchsorted(group, base + min(max(t, 0), span - 1), side="right")
+        found = nxt < group.size
+        nxt_in = np.where(found, nxt, 0)
+        found &= (group[nxt_in] // span) == base // span  # the next access is this position's
+        over = np.where(h["final"], np.nan, np.inf)
+        step = (group[nxt_in] % span).astype(float)
+        over = np.where(found, np.where(h["group_reads"][nxt_in], np.nan, step), over)
+        return over.reshape(self.n, len(self.chunks))
 
     def _influence_hashes(self) -> dict[int, np.ndarray]:
         """Per step boundary ``t`` (``steps[0] - 1`` included), the influence hash of each
@@ -206,33 +284,32 @@ class GraphReplay:
         cached = self._derived.get("influence")
         if cached is not None:
             return cached  # type: ignore[return-value]
-        mask = (1 << 64) - 1
+        n, width = self.n, len(self.chunks)
         col = {c: j for j, c in enumerate(self.chunks)}
-        infl = {key: self._weight(key) for key in self.final}
+        final = self._history()["final"]
+        where = np.flatnonzero(final)
+        infl = np.zeros(n * width, dtype=np.uint64)
+        infl[where] = _weights(where // width,
+                               np.asarray(self.chunks, dtype=np.int64)[where % width])
         out: dict[int, np.ndarray] = {}
-
-        def snapshot() -> np.ndarray:
-            arr = np.zeros((self.n, len(self.chunks)), dtype=np.uint64)
-            for (r, c), w in infl.items():
-                arr[r, col[c]] = np.uint64(w)
-            return arr
-
         for s in reversed(self.steps):
-            out[s] = snapshot()
-            adds: list[tuple[tuple[int, int], int]] = []
-            kills: list[tuple[int, int]] = []
+            out[s] = infl.reshape(n, width)  # never written again: the next step's is a copy
+            srcs: list[int] = []
+            dsts: list[int] = []
+            kills: list[int] = []
             for d, flows in self.into[s].items():
                 for src, fchunks, is_copy in flows:
                     for c in fchunks:
-                        adds.append(((src, c), infl.get((d, c), 0)))
+                        srcs.append(src * width + col[c])
+                        dsts.append(d * width + col[c])
                         if is_copy:
-                            kills.append((d, c))
-            for key in kills:
-                infl.pop(key, None)
-            for key, w in adds:
-                if w:
-                    infl[key] = (infl.get(key, 0) + w) & mask
-        out[self.steps[0] - 1] = snapshot()
+                            kills.append(d * width + col[c])
+            before = infl
+            infl = before.copy()
+            infl[kills] = 0
+            # Sums of 64-bit words wrap as the weights' arithmetic modulo 2**64 does.
+            np.add.at(infl, np.asarray(srcs, dtype=np.intp), before[dsts])
+        out[self.steps[0] - 1] = infl.reshape(n, width)
         self._derived["influence"] = out
         return out
 
@@ -245,10 +322,13 @@ class GraphReplay:
         return (z ^ (z >> 31)) | 1
 
     def verdicts(
-        self, x: int, first: int, last: int, meaning_fixed: np.ndarray
+        self, x: int, ys: np.ndarray, first: int, last: int, meaning_fixed: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """For every partner ``y`` of ``x`` in window ``[first, last]``: (proven viable, proven
-        not viable), both without a replay; partners in neither need :meth:`viable`.
+        """For each partner ``ys[k]`` of ``x`` in window ``[first, last]``: (proven viable,
+        proven not viable), both without a replay; partners in neither need :meth:`viable`.
+        ``meaning_fixed`` is indexed by partner (all ``n`` of them). Each partner's verdict
+        reads only its own row and x's, so asking for the few partners a window has costs
+        that many rows, not ``n``.
 
         Start: if the window begins at the graph's first step, the swapped window is the
         original with ``x`` and ``y`` renamed in places and contents, harmless where the
@@ -260,18 +340,21 @@ class GraphReplay:
         final buffer depends on one but not the other (the final value loses one and gains the
         other: a wrong sum or a double count).
         """
+        ys = np.asarray(ys, dtype=np.intp)
         if first <= self.steps[0]:
-            start = meaning_fixed.copy()
+            start = meaning_fixed[ys]
         else:
             vid, over, _ = self.boundary(first - 1)
-            inside = over <= last  # nan (live) and inf (never touched again) compare False
-            start = np.all((vid == vid[x]) | (inside & inside[x]), axis=1)
+            # nan (live) and inf (never touched again) compare False
+            inside, inside_x = over[ys] <= last, over[x] <= last
+            start = np.all((vid[ys] == vid[x]) | (inside & inside_x), axis=1)
         vid, over, hashes = self.boundary(last)
-        equal = vid == vid[x]
-        dead = ~np.isnan(over)
-        proven = start & np.all(equal | (dead & dead[x]), axis=1)
-        rejected = start & ~proven & np.any(~equal & (hashes != hashes[x]), axis=1)
-        proven[x] = rejected[x] = False
+        equal = vid[ys] == vid[x]
+        dead, dead_x = ~np.isnan(over[ys]), ~np.isnan(over[x])
+        proven = start & np.all(equal | (dead & dead_x), axis=1)
+        rejected = start & ~proven & np.any(~equal & (hashes[ys] != hashes[x]), axis=1)
+        itself = ys == x
+        proven[itself] = rejected[itself] = False
         return proven, rejected
 
     def unheld_at_start(self, x: int, ys: np.ndarray, firsts: np.ndarray) -> np.ndarray:
@@ -353,9 +436,10 @@ class GraphReplay:
                 if bad[k]:
                     continue
                 py, iy, by, ay, sy = p[y], i0[y], i1[y], s0[y], s1[y]
-                kappa = pxx - ((py >> x) & 1) - ((px >> y) & 1) + ((py >> y) & 1)
-                if not zero((sy & ~sx, sx & ~sy), (bx & ~by, by & ~bx), (ax & ~ay, ay & ~ax),
-                            (iy & ~ix, ix & ~iy), kappa):
+                # ds = 0 and da = 0 (equal values at both ends): both terms vanish.
+                if not (sy == sx and ay == ax) and not zero(
+                        sy & ~sx, sx & ~sy, bx & ~by, by & ~bx, ax & ~ay, ay & ~ax, iy & ~ix,
+                        ix & ~iy, pxx - ((py >> x) & 1) - ((px >> y) & 1) + ((py >> y) & 1)):
                     bad[k] = True
                 elif (bx == 0) != (by == 0) or (ix == 0) != (iy == 0):
                     unsafe[k] = True
@@ -417,10 +501,7 @@ class GraphReplay:
         key = ("held", t)
         cached: np.ndarray | None = self._derived.get(key)  # type: ignore[assignment]
         if cached is None:
-            cached = np.asarray(
-                [[self.value(t, r, c) != 0 for c in self.chunks] for r in range(self.n)],
-                dtype=bool,
-            )
+            cached = self._history()["nonzero"][self._value_ids(t)]
             self._derived[key] = cached
         return cached
 
@@ -601,35 +682,43 @@ class GraphReplay:
         return True
 
 
-def _rank_two_is_zero(
-    p: tuple[int, int], q: tuple[int, int], r: tuple[int, int], i: tuple[int, int], kappa: int
-) -> bool:
+def _rank_two_is_zero(p0: int, p1: int, q0: int, q1: int, r0: int, r1: int, i0: int, i1: int,
+                      kappa: int) -> bool:
     """Whether ``p (x) q + r (x) (i + kappa q) = 0`` for -1/0/1 vectors given as bitset pairs
-    (:meth:`GraphReplay.linear_verdicts`).
+    (``v = v0 - v1``, disjoint; :meth:`GraphReplay.linear_verdicts`).
 
     If ``p (x) q = 0`` the rest must vanish: ``r = 0`` or ``i = -kappa q``. Otherwise both
     terms are rank one and equal up to sign: ``r = lam p`` (``lam = +-1``, the entries being
     +-1) and ``i + kappa q = -q / lam``, i.e. ``i = mu q`` with ``mu = -(kappa + lam)``.
     """
-
-    def zero(v: tuple[int, int]) -> bool:
-        return not (v[0] or v[1])
-
-    def is_multiple(v: tuple[int, int], w: tuple[int, int], mu: int) -> bool:  # v == mu w
-        if mu == 0:
-            return zero(v)
-        if mu == 1:
-            return v == w
-        if mu == -1:
-            return v == (w[1], w[0])
-        return zero(v) and zero(w)
-
-    if zero(p) or zero(q):
-        return zero(r) or is_multiple(i, q, -kappa)
-    if r == p:
+    if not (p0 or p1) or not (q0 or q1):
+        return not (r0 or r1) or _is_multiple(i0, i1, q0, q1, -kappa)
+    if r0 == p0 and r1 == p1:
         lam = 1
-    elif r == (p[1], p[0]):
+    elif r0 == p1 and r1 == p0:
         lam = -1
     else:
         return False
-    return is_multiple(i, q, -(kappa + lam))
+    return _is_multiple(i0, i1, q0, q1, -(kappa + lam))
+
+
+def _is_multiple(v0: int, v1: int, w0: int, w1: int, mu: int) -> bool:
+    """Whether ``v = mu w`` for -1/0/1 vectors given as bitset pairs and an integer ``mu``."""
+    if mu == 0:
+        return not (v0 or v1)
+    if mu == 1:
+        return v0 == w0 and v1 == w1
+    if mu == -1:
+        return v0 == w1 and v1 == w0
+    return not (v0 or v1 or w0 or w1)
+
+
+def _weights(ranks: np.ndarray, chunks: np.ndarray) -> np.ndarray:
+    """:meth:`GraphReplay._weight` of many (rank position, chunk) pairs at once: the same
+    splitmix64 words, unsigned 64-bit arithmetic wrapping as the masks there do."""
+    k1, k2, k3 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), \
+        np.uint64(0x94D049BB133111EB)
+    z = ranks.astype(np.uint64) * k1 + chunks.astype(np.uint64) * k2 + np.uint64(1)
+    z = (z ^ (z >> np.uint64(30))) * k2
+    z = (z ^ (z >> np.uint64(27))) * k3
+    return (z ^ (z >> np.uint64(31))) | np.uint64(1)

@@ -482,9 +482,9 @@ class SwapSpace:
             proven, rejected = replay.linear_verdicts(c, group, t1, t2)
             open_ = ~proven & ~rejected
             if open_.any():
-                more, less = replay.verdicts(c, t1, t2, fixed)
-                proven |= open_ & more[group]
-                rejected |= open_ & less[group]
+                more, less = replay.verdicts(c, group[open_], t1, t2, fixed)
+                proven[open_] = more
+                rejected[open_] = less
                 open_ = ~proven & ~rejected
             if open_.any() and replay.may_be_empty:
                 rejected[open_] |= replay.unheld_at_start(c, group[open_], firsts[lo:hi][open_])

@@ -253,7 +253,8 @@ def test_replay_verdicts_agree_with_the_verifier_on_every_window():
             for t1, t2 in [(a, b) for a in steps for b in steps if a <= b]:
                 for x in range(pattern.n):
                     fixed = space._meaning_fixed_vec(g, x)
-                    proven, rejected = replay.verdicts(x, t1, t2, fixed)
+                    proven, rejected = replay.verdicts(x, np.arange(pattern.n), t1, t2,
+                                                       fixed)
                     for y in range(pattern.n):
                         if x == y:
                             continue
