@@ -122,23 +122,28 @@ class GraphReplay:
                 holder = owner[c] if kind == "reduce_scatter" else root
                 if 0 <= holder < self.n:
                     self.final[(holder, c)] = everyone
-        # Accesses per (rank, chunk): (step, reads) -- a send or a reduce into it reads the value
-        # at the end of step - 1; a copy into it only overwrites it (for the liveness shortcut).
-        self.access: dict[tuple[int, int], list[tuple[int, bool]]] = {}
+        # Every access of a (rank position, chunk column), as two flat arrays (``_events``): its
+        # key ``(r * chunks + j) * span + step`` and whether it reads (a send or a reduce into it
+        # reads the value at the end of step - 1; a copy into it only overwrites it, for the
+        # liveness shortcut). :attr:`access` is the same per buffer.
+        width = len(self.chunks)
+        self._col = col = {c: j for j, c in enumerate(self.chunks)}
+        self._span = span = (self.steps[-1] + 2) if self.steps else 2
+        event_keys: list[int] = []
+        event_reads: list[bool] = []
+        self.writes: dict[tuple[int, int], list[int]] = {}
         for t in self.steps:
             for d, flows in self.into[t].items():
                 for s, chunks, is_copy in flows:
                     for c in chunks:
-                        self.access.setdefault((s, c), []).append((t, True))
-                        self.access.setdefault((d, c), []).append((t, not is_copy))
-        for events in self.access.values():
-            events.sort()
-        self.writes: dict[tuple[int, int], list[int]] = {}
-        for t in self.steps:
-            for d, flows in self.into[t].items():
-                for _, chunks, _ in flows:
-                    for c in chunks:
+                        j = col[c]
+                        event_keys.append((s * width + j) * span + t)
+                        event_reads.append(True)
+                        event_keys.append((d * width + j) * span + t)
+                        event_reads.append(not is_copy)
                         self.writes.setdefault((d, c), []).append(t)
+        self._events = (np.asarray(event_keys, dtype=np.int64),
+                        np.asarray(event_reads, dtype=bool))
         self._verdict_cache: dict[tuple[int, int, int, int], bool] = {}
         self._derived: dict[object, object] = {}
         #: Buffers may be empty (nothing received yet): AllGather, Broadcast.
@@ -157,6 +162,24 @@ class GraphReplay:
                 state[key] = value
                 self.hist_steps.setdefault(key, [0]).append(t)
                 self.hist_vals.setdefault(key, [self.initial[key]]).append(value)
+
+    @property
+    def access(self) -> dict[tuple[int, int], list[tuple[int, bool]]]:
+        """Accesses per (rank position, chunk): sorted (step, reads) pairs (the per-buffer form
+        of the event lists, for :meth:`overwritten_by`)."""
+        cached = self._derived.get("access")
+        if cached is None:
+            width, span = len(self.chunks), self._span
+            out: dict[tuple[int, int], list[tuple[int, bool]]] = {}
+            keys, reads_of = self._events
+            for key, reads in zip(keys.tolist(), reads_of.tolist(), strict=True):
+                position, step = divmod(key, span)
+                r, j = divmod(position, width)
+                out.setdefault((r, self.chunks[j]), []).append((step, reads))
+            for events in out.values():
+                events.sort()
+            cached = self._derived["access"] = out
+        return cached  # type: ignore[return-value]
 
     def overwritten_by(self, t: int, r: int, c: int) -> float | None:
         """If the value of (r, c) at the end of step ``t`` is dead -- its next access is a copy
@@ -208,45 +231,36 @@ class GraphReplay:
         cached = self._derived.get("history")
         if cached is not None:
             return cached  # type: ignore[return-value]
-        n, chunks = self.n, self.chunks
-        span = (self.steps[-1] + 2) if self.steps else 2
-        interned: dict[int, int] = {}
+        width, span, col = len(self.chunks), self._span, self._col
         keys: list[int] = []
-        ids: list[int] = []
-        for r in range(n):
-            for j, c in enumerate(chunks):
-                pos = (r * len(chunks) + j) * span
-                steps = self.hist_steps.get((r, c))
-                if steps is None:
-                    keys.append(pos)
-                    ids.append(interned.setdefault(self.initial[(r, c)], len(interned)))
-                    continue
-                for step, value in zip(steps, self.hist_vals[(r, c)], strict=True):
-                    keys.append(pos + step)
-                    ids.append(interned.setdefault(value, len(interned)))
-        col = {c: j for j, c in enumerate(chunks)}
-        group_keys: list[int] = []
-        group_reads: list[bool] = []
-        for (r, c), events in self.access.items():
-            pos = (r * len(chunks) + col[c]) * span
-            for step, reads in events:  # sorted by step
-                key = pos + step
-                if group_keys and group_keys[-1] == key:
-                    group_reads[-1] = group_reads[-1] or reads
-                else:
-                    group_keys.append(key)
-                    group_reads.append(reads)
-        order = np.argsort(np.asarray(group_keys, dtype=np.int64), kind="stable")
-        final = np.zeros(n * len(chunks), dtype=bool)
-        for r, c in self.final:
-            final[r * len(chunks) + col[c]] = True
+        values: list[int] = []
+        for (r, c), steps in self.hist_steps.items():
+            base = (r * width + col[c]) * span
+            keys.extend([base + step for step in steps])
+            values.extend(self.hist_vals[(r, c)])
+        for r, c in self.initial.keys() - self.hist_steps.keys():  # never written
+            keys.append((r * width + col[c]) * span)
+            values.append(self.initial[(r, c)])
+        interned: dict[int, int] = {}
+        ids = [interned.setdefault(v, len(interned)) for v in values]
+        change = np.asarray(keys, dtype=np.int64)
+        order = np.argsort(change)
+        order_e = np.argsort(self._events[0], kind="stable")
+        event_keys, event_reads = self._events[0][order_e], self._events[1][order_e]
+        if event_keys.size:
+            group, first = np.unique(event_keys, return_index=True)
+            group_reads = np.logical_or.reduceat(event_reads, first)
+        else:
+            group, group_reads = event_keys, event_reads
+        final = np.zeros(self.n * width, dtype=bool)
+        final[[r * width + col[c] for r, c in self.final]] = True
         out: dict[str, np.ndarray] = {
             "span": np.asarray(span, dtype=np.int64),
-            "change": np.asarray(keys, dtype=np.int64),  # ascending by construction
-            "change_id": np.asarray(ids, dtype=np.int64),
+            "change": change[order],
+            "change_id": np.asarray(ids, dtype=np.int64)[order],
             "nonzero": np.asarray([v != 0 for v in interned], dtype=bool),
-            "group": np.asarray(group_keys, dtype=np.int64)[order],
-            "group_reads": np.asarray(group_reads, dtype=bool)[order],
+            "group": group,
+            "group_reads": group_reads,
             "final": final,
         }
         self._derived["history"] = out
