@@ -675,8 +675,20 @@ class GraphReplay:
             if updates is None:
                 return False
             new_overlay: dict[tuple[int, int], int] = {}
+            # Only these buffers can differ from the original's after step t: those the swapped
+            # step writes, those already differing, and those the original step writes. Any other
+            # holds its original value of step t - 1, which the original kept through step t.
+            maybe: dict[int, set[int]] = {a: set() for a in affected}
+            for r, c in updates:
+                maybe[r].add(c)
+            for r, c in overlay:
+                maybe[r].add(c)
             for a in affected:
-                for c in self.chunks:
+                for _, chunks, _ in into.get(a, ()):
+                    maybe[a].update(chunks)
+            order = self._col.__getitem__
+            for a in affected:
+                for c in sorted(maybe[a], key=order):
                     v = updates.get((a, c))
                     if v is None:
                         v = read(a, c)
