@@ -125,7 +125,7 @@ class GraphReplay:
         # Every access of a (rank position, chunk column), as two flat arrays (``_events``): its
         # key ``(r * chunks + j) * span + step`` and whether it reads (a send or a reduce into it
         # reads the value at the end of step - 1; a copy into it only overwrites it, for the
-        # liveness shortcut). :attr:`access` is the same per buffer.
+        # liveness shortcut).
         width = len(self.chunks)
         self._col = col = {c: j for j, c in enumerate(self.chunks)}
         self._span = span = (self.steps[-1] + 2) if self.steps else 2
@@ -163,45 +163,11 @@ class GraphReplay:
                 self.hist_steps.setdefault(key, [0]).append(t)
                 self.hist_vals.setdefault(key, [self.initial[key]]).append(value)
 
-    @property
-    def access(self) -> dict[tuple[int, int], list[tuple[int, bool]]]:
-        """Accesses per (rank position, chunk): sorted (step, reads) pairs (the per-buffer form
-        of the event lists, for :meth:`overwritten_by`)."""
-        cached = self._derived.get("access")
-        if cached is None:
-            width, span = len(self.chunks), self._span
-            out: dict[tuple[int, int], list[tuple[int, bool]]] = {}
-            keys, reads_of = self._events
-            for key, reads in zip(keys.tolist(), reads_of.tolist(), strict=True):
-                position, step = divmod(key, span)
-                r, j = divmod(position, width)
-                out.setdefault((r, self.chunks[j]), []).append((step, reads))
-            for events in out.values():
-                events.sort()
-            cached = self._derived["access"] = out
-        return cached  # type: ignore[return-value]
-
-    def overwritten_by(self, t: int, r: int, c: int) -> float | None:
-        """If the value of (r, c) at the end of step ``t`` is dead -- its next access is a copy
-        into it, with no read at that step -- the step of that copy; ``inf`` if it is never
-        accessed again and the final condition does not constrain it; otherwise None (live)."""
-        key = (r, c)
-        events = self.access.get(key, [])
-        steps = [e[0] for e in events]
-        k = bisect_right(steps, t)
-        if k == len(steps):
-            return None if key in self.final else float("inf")
-        s = steps[k]
-        while k < len(steps) and steps[k] == s:
-            if events[k][1]:
-                return None
-            k += 1
-        return float(s)
-
     def boundary(self, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The original state at the end of step ``t``, as ``(n, chunks)`` arrays: value ids
-        (equal ids, equal buffers), :meth:`overwritten_by` (nan where live) and an influence
-        hash: the sum of random weights of the constrained final buffers the value flows into.
+        (equal ids, equal buffers), when the value is overwritten (:meth:`_overwritten`) and an
+        influence hash: the sum of random weights of the constrained final buffers the value
+        flows into.
 
         In a valid pattern a value reaches a final buffer at most once (twice would count it
         twice), so equal influence sets give equal sums; unequal sums prove unequal sets.
@@ -276,7 +242,10 @@ class GraphReplay:
         return h["change_id"][at].reshape(self.n, len(self.chunks))
 
     def _overwritten(self, t: int) -> np.ndarray:
-        """:meth:`overwritten_by` for every position at once (nan where live), ``(n, chunks)``."""
+        """Per position, ``(n, chunks)``: if its value at the end of step ``t`` is dead -- its
+        next access is a copy into it, with no read at that step -- the step of that copy;
+        ``inf`` if it is never accessed again and the final condition does not constrain it;
+        nan if it is live."""
         h = self._history()
         span = int(h["span"])
         base = np.arange(self.n * len(self.chunks), dtype=np.int64) * span
@@ -326,14 +295,6 @@ class GraphReplay:
         out[self.steps[0] - 1] = infl.reshape(n, width)
         self._derived["influence"] = out
         return out
-
-    @staticmethod
-    def _weight(key: tuple[int, int]) -> int:
-        # A fixed pseudo-random 64-bit weight per (rank, chunk) (splitmix64 of the key).
-        z = (key[0] * 0x9E3779B97F4A7C15 + key[1] * 0xBF58476D1CE4E5B9 + 1) & ((1 << 64) - 1)
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & ((1 << 64) - 1)
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & ((1 << 64) - 1)
-        return (z ^ (z >> 31)) | 1
 
     def verdicts(
         self, x: int, ys: np.ndarray, first: int, last: int, meaning_fixed: np.ndarray
@@ -740,8 +701,8 @@ def _is_multiple(v0: int, v1: int, w0: int, w1: int, mu: int) -> bool:
 
 
 def _weights(ranks: np.ndarray, chunks: np.ndarray) -> np.ndarray:
-    """:meth:`GraphReplay._weight` of many (rank position, chunk) pairs at once: the same
-    splitmix64 words, unsigned 64-bit arithmetic wrapping as the masks there do."""
+    """A fixed pseudo-random odd 64-bit weight per (rank position, chunk): splitmix64 of
+    ``rank * K1 + chunk * K2 + 1``, in unsigned 64-bit arithmetic (it wraps modulo 2**64)."""
     k1, k2, k3 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), \
         np.uint64(0x94D049BB133111EB)
     z = ranks.astype(np.uint64) * k1 + chunks.astype(np.uint64) * k2 + np.uint64(1)

@@ -27,11 +27,29 @@ def test_replay_cache_keeps_within_its_entries_and_answers_the_same():
         ReplayCache(size=4, max_entries=0)
 
 
+def _next_access(pattern, g, pos, t, r, c):
+    """Reference, from the flows alone: the step of the next access to (r, c) after ``t``,
+    and whether any access at that step reads it (None, None: never accessed again)."""
+    accesses = []
+    for i in pattern.flows_of_chunk_graph(g):
+        f = pattern.flows[i]
+        if c in f.chunks and f.step > t:
+            if pos[f.src] == r:
+                accesses.append((f.step, True))  # a send reads
+            if pos[f.dst] == r:
+                accesses.append((f.step, f.op != "copy"))  # a reduce reads, a copy overwrites
+    if not accesses:
+        return None, None
+    step = min(a for a, _ in accesses)
+    return step, any(reads for a, reads in accesses if a == step)
+
+
 @pytest.mark.parametrize("name", sorted(GENERATORS))
 def test_whole_state_queries_match_the_per_buffer_definitions(name):
     # boundary() and held() read the original trajectory for every (rank, chunk) at once from
-    # flat arrays; each entry must be what value() and overwritten_by() (dicts and bisection,
-    # one buffer at a time) say, at every step boundary, before the first and past the last.
+    # flat arrays; each entry must be what value() (the trajectory's dicts, one buffer at a
+    # time) and the next access found in the flows themselves say, at every step boundary,
+    # before the first and past the last.
     import math
 
     from react.replay import GraphReplay
@@ -53,20 +71,33 @@ def test_whole_state_queries_match_the_per_buffer_definitions(name):
                         value = replay.value(t, r, c)
                         assert value_of_id.setdefault(int(vid[r, j]), value) == value
                         assert held[r, j] == (value != 0)
-                        dead = replay.overwritten_by(t, r, c)
-                        if dead is None:
-                            assert math.isnan(over[r, j]), (name, n, t, r, c)
-                        else:
-                            assert over[r, j] == dead, (name, n, t, r, c)
+                        step, reads = _next_access(pattern, g, pos, t, r, c)
+                        if step is None:  # never touched again: dead unless constrained
+                            want = math.nan if (r, c) in replay.final else math.inf
+                        else:  # dead only if the next access overwrites without reading
+                            want = math.nan if reads else float(step)
+                        got = over[r, j]
+                        assert (math.isnan(want) and math.isnan(got)) or got == want, \
+                            (name, n, t, r, c)
                 # distinct ids, distinct values: equal ids exactly when the buffers are equal
                 assert len(set(value_of_id.values())) == len(value_of_id)
+
+
+def _splitmix_weight(r, c):
+    """Reference weight with Python integers and explicit masks."""
+    mask = (1 << 64) - 1
+    z = (r * 0x9E3779B97F4A7C15 + c * 0xBF58476D1CE4E5B9 + 1) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return (z ^ (z >> 31)) | 1
 
 
 @pytest.mark.parametrize("name", sorted(GENERATORS))
 def test_influence_hashes_sum_the_weights_of_the_influence_sets(name):
     # The hashes come from one backward pass on arrays; reach() computes the influence sets
     # themselves (bitsets, its own backward pass). Each hash must be the sum modulo 2**64 of
-    # the scalar splitmix64 weights of its set's constrained final buffers.
+    # splitmix64 weights (Python integers, explicit masks) of its set's constrained final
+    # buffers.
     from react.replay import GraphReplay
 
     for n in (3, 5, 8):
@@ -84,7 +115,7 @@ def test_influence_hashes_sum_the_weights_of_the_influence_sets(name):
                 for j, c in enumerate(replay.chunks):
                     for r in range(replay.n):
                         members = [k for k in range(replay.n) if per_chunk[j][r] >> k & 1]
-                        want = sum(GraphReplay._weight((k, c)) for k in members) % 2**64
+                        want = sum(_splitmix_weight(k, c) for k in members) % 2**64
                         assert int(hashes[t][r, j]) == want, (name, n, t, r, c)
 
 
