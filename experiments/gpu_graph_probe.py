@@ -134,14 +134,8 @@ def probe(mbytes: float) -> dict[str, Any]:
         else:
             raise RuntimeError(f"capture failed in both modes: {failed}")
         captured.update(graph=g, e0=e0, e1=e1, external=external, mode=mode)
-        results = []
-        for _ in range(10):
-            dst.zero_()
-            torch.cuda.synchronize()
-            g.replay()
-            torch.cuda.synchronize()
-            results.append(bool(torch.equal(src, dst)))
-        return {"capture_mode": mode, "failed_modes": failed, "replays_equal": results}
+        return {"capture_mode": mode, "failed_modes": failed,
+                "replays_equal": _replays_equal(torch, g, src, dst, 10)}
 
     run("graph", graph)
 
@@ -183,14 +177,7 @@ def probe(mbytes: float) -> dict[str, Any]:
                 joins.append(done)
             for done in joins:
                 torch.cuda.current_stream().wait_event(done)
-        results = []
-        for _ in range(5):
-            dst.zero_()
-            torch.cuda.synchronize()
-            g.replay()
-            torch.cuda.synchronize()
-            results.append(bool(torch.equal(src, dst)))
-        return {"replays_equal": results}
+        return {"replays_equal": _replays_equal(torch, g, src, dst, 5)}
 
     run("lanes", lanes)
 
@@ -244,6 +231,19 @@ def probe(mbytes: float) -> dict[str, Any]:
 
     run("allreduce_graph", allreduce_graph)
     run("collective", lambda: _collective_check(torch, n))
+    return out
+
+
+def _replays_equal(torch: Any, graph: Any, src: Any, dst: Any, times: int) -> list[bool]:
+    """Replay a captured copy of ``src`` into ``dst`` ``times`` times, ``dst`` cleared before
+    each; whether each replay moved the bytes."""
+    out = []
+    for _ in range(times):
+        dst.zero_()
+        torch.cuda.synchronize()
+        graph.replay()
+        torch.cuda.synchronize()
+        out.append(bool(torch.equal(src, dst)))
     return out
 
 
