@@ -208,15 +208,19 @@ def _metrics(at: _Where, key: str, value: Any) -> dict[str, float]:
     return out
 
 
+def _job_tables(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The scenario's job tables (malformed entries left for the scenario's parser to name)."""
+    jobs = document.get("jobs")
+    return [job for job in jobs if isinstance(job, dict)] if isinstance(jobs, list) else []
+
+
 def _set_controllers(at: _Where, key: str, settings: Any, document: dict[str, Any]) -> None:
     """Put ``settings`` (controller parameters) into every job's ``react`` entry, keeping
     whether the job runs REACT; the scenario's parser then checks each key and value."""
     if not isinstance(settings, Mapping) or not settings:
         raise at.fail(key, settings, "a table of controller parameters, e.g. "
                       "{ overestimate_tolerance = 0.1 }")
-    for job in document.get("jobs", []) if isinstance(document.get("jobs"), list) else []:
-        if not isinstance(job, dict):
-            continue
+    for job in _job_tables(document):
         entry = job.get("react", False)
         if isinstance(entry, Mapping):
             job["react"] = {**entry, **settings}
@@ -258,9 +262,8 @@ def _case(at: _Where, key: str, raw: Any, suite_dir: Path, metrics: Mapping[str,
         epochs = raw["epochs"]
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
             raise at.fail(f"{key}.epochs", epochs, "a positive integer")
-        for job in document.get("jobs", []) if isinstance(document.get("jobs"), list) else []:
-            if isinstance(job, dict):
-                job["epochs"] = epochs
+        for job in _job_tables(document):
+            job["epochs"] = epochs
     if "react" in raw:
         _set_controllers(at, f"{key}.react", raw["react"], document)
     try:
