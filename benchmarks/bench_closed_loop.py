@@ -17,10 +17,10 @@ import time
 from flowsim.network import Network
 from flowsim.topologies import fat_tree, star
 from flowsim.traffic import long_lived
-from react.backends.sim import SimBackend
-from react.controller import Controller, ControllerConfig
-from react.jobs import Job, run_jobs
+from react.backends.sim.engine import SimBackend
+from react.control.controller import Controller, ControllerConfig
 from react.patterns import allreduce_double_binary_tree
+from react.run.driver import Job, run_jobs
 
 
 def closed_loop(react: bool, topology: str, epochs: int = 100) -> float:

@@ -45,8 +45,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from react.backends.gpu.world import close_gpu_world, init_gpu_world  # noqa: E402
-from react.errors import ReactError  # noqa: E402
+from react.backends.gpu.cuda import close_gpu_world, init_gpu_world  # noqa: E402
+from react.model.errors import ReactError  # noqa: E402
 from react.patterns import generator  # noqa: E402
 
 SIZES_BYTES = (2_000_000, 20_000_000, 100_000_000)
@@ -161,7 +161,7 @@ def switch_costs(size: int, reps: int) -> dict:
     import torch
 
     from react.backends.gpu.collective import GpuCollective
-    from react.pattern import Pattern
+    from react.model.pattern import Pattern
 
     dist = torch.distributed
     host = dist.new_group(backend="gloo")

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from flowsim.topologies import star
 from react.backends.emu import EmuNetwork
-from react.scenario import parse_scenario, run_scenario
+from react.run.scenario import parse_scenario, run_scenario
 
 MIB = 1 << 20
 
@@ -78,7 +78,7 @@ def rcollective_vs_torch(n: int, message_bytes: int, epochs: int, rate_bps: floa
 def flowsim_time_s(pattern: str, n: int, message_bytes: int, rate_bps: float) -> float:
     """The pattern's time on flowsim at the same rates (no latency): what the links allow."""
     from flowsim.network import Network
-    from react.backends.sim import SimBackend
+    from react.backends.sim.engine import SimBackend
     from react.patterns import generator
 
     net = Network(star(n, capacity_bps=rate_bps, latency_s=0.0))

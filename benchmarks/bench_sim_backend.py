@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 from flowsim.network import Network
 from flowsim.topologies import fat_tree
-from react.backends.sim import SimBackend
+from react.backends.sim.engine import SimBackend
 from react.patterns import (
     allgather_recursive_doubling,
     allreduce_double_binary_tree,

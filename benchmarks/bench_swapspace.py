@@ -1,4 +1,4 @@
-"""Benchmark: building the swap space (react.swapspace): double binary tree, ring, RD AllGather.
+"""Benchmark: building the swap space (react.model.swapspace): double binary tree, ring, RD AllGather.
 
 For each pattern and size it prints the time to generate the pattern (not part of the space),
 to construct ``SwapSpace`` (which verifies the pattern and builds degree tables), to compute one
@@ -22,16 +22,16 @@ import argparse
 import time
 from collections.abc import Callable, Mapping
 
-from react.errors import PatternError
-from react.pattern import Pattern
+from react.model.errors import PatternError
+from react.model.pattern import Pattern
+from react.model.swapspace import SwapSpace
+from react.model.transforms import GlobalSwap, PositionSwap, Swap
+from react.model.verify import first_violation
 from react.patterns import (
     allgather_recursive_doubling,
     allreduce_double_binary_tree,
     allreduce_ring,
 )
-from react.swapspace import SwapSpace
-from react.transforms import GlobalSwap, PositionSwap, Swap
-from react.verify import first_violation
 
 PATTERNS: dict[str, Callable[[int], Pattern]] = {
     "dtree": allreduce_double_binary_tree,

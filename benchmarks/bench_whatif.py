@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from react.child_usage import run_measured
+from react.run.child_usage import run_measured
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "experiments" / "scenarios"
@@ -106,14 +106,14 @@ def write_scenarios(folder: Path = SCENARIOS) -> list[Path]:
 # -- timing ----------------------------------------------------------------------------------------
 PARTS = (
     ("flow simulator (flowsim, SimPy)", ("flowsim/", "simpy/")),
-    ("swap space (swapspace, transforms, verify)", ("react/swapspace.py", "react/transforms.py",
-                                                     "react/verify.py")),
-    ("controller (detect, critical, estimate, gates)", ("react/controller.py",
-                                                        "react/detect.py", "react/critical.py",
-                                                        "react/estimate.py",
-                                                        "react/execution.py")),
-    ("job driver, pattern execution, patterns", ("react/backends/", "react/jobs.py",
-                                                 "react/tuning.py", "react/pattern.py",
+    ("swap space (swapspace, transforms, verify)", ("react/model/swapspace.py", "react/model/transforms.py",
+                                                     "react/model/verify.py")),
+    ("controller (detect, critical, estimate, gates)", ("react/control/controller.py",
+                                                        "react/control/detect.py", "react/model/critical.py",
+                                                        "react/control/estimate.py",
+                                                        "react/model/execution.py")),
+    ("job driver, pattern execution, patterns", ("react/backends/", "react/run/driver.py",
+                                                 "react/control/loop.py", "react/model/pattern.py",
                                                  "react/patterns/")),
     ("numpy", ("numpy/",)),
 )

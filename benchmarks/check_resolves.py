@@ -27,7 +27,7 @@ from typing import Any
 
 import flowsim.network as engine
 from flowsim.maxmin import water_fill_lists
-from react.scenario import ScenarioError, load_scenario, run_scenario
+from react.run.scenario import ScenarioError, load_scenario, run_scenario
 
 
 def install_check(every: int, rtol: float) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Beyond the paper: what each of our controller choices is worth (docs/deviations.md).
 
 Where the paper is silent or where we differ on purpose, the controller has a parameter that
-restores the paper's rule (:class:`react.controller.ControllerConfig`). This script runs a
+restores the paper's rule (:class:`react.control.controller.ControllerConfig`). This script runs a
 subset of the Fig. 5 scenarios (:mod:`experiments.fig5`: k=8 fat-tree, tree AllReduce and RD
 AllGather, x congested (src, dst) pairs with p long-lived flows each) once without REACT and once
 with REACT in each variant, on the same seeds, and reports each variant's mean and worst gain in
@@ -29,7 +29,7 @@ Run::
     python -m experiments.ablation --quick             # one scenario per point, a temp folder
 
 Without ``--out`` a full run writes into ``results/``; other options than the defaults give the
-files their own names (:func:`react.outdir.variant_name`).
+files their own names (:func:`react.run.outdir.variant_name`).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from experiments.fig5 import (
     spread_hosts,
     write_csv,
 )
-from react.outdir import experiment_dirs, variant_name
+from react.run.outdir import experiment_dirs, variant_name
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},

@@ -20,7 +20,7 @@ one (the algorithm bandwidth improvement of the papers' figures).
 
 Writes ``crossval_fig12.csv`` or ``crossval_fig5.csv`` into ``--out`` (default results/; the
 committed files with ``--out docs/results``; with --quick a temporary folder). Options other
-than the defaults go into the file name (``react.outdir.variant_name``). ``--reuse BACKENDS``
+than the defaults go into the file name (``react.run.outdir.variant_name``). ``--reuse BACKENDS``
 takes those backends' rows from the file of that name already in ``--out`` instead of running
 them (every point must be there), so that a change to the simulator's modes can be re-run in
 seconds beside the hour of ns-3 rows.
@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fig5  # noqa: E402
 from fig12 import scenario as fig12_scenario  # noqa: E402
 
-from react.outdir import experiment_dirs, variant_name  # noqa: E402
+from react.run.outdir import experiment_dirs, variant_name  # noqa: E402
 
 BATCH = 6
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -51,7 +51,7 @@ RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 def run_point(doc: dict[str, Any], backend: str) -> dict[str, Any]:
     """One point on one backend: second-batch mean times off and on, and REACT's decisions."""
-    from react.scenario import parse_scenario, run_scenario
+    from react.run.scenario import parse_scenario, run_scenario
 
     scenario = parse_scenario(doc, source=doc["name"], base_dir=fig5.ROOT)
     scenario = (scenario.with_backend("sim").with_sharing(backend) if backend in ("maxmin", "tcp")

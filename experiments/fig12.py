@@ -26,10 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from react.argtypes import add_controller_settings, controller_settings, react_entry, settings_label
-from react.outdir import experiment_dirs, variant_name
-from react.plots import run_and_plot
-from react.sweep import scenario_points
+from react.commands.argtypes import (
+    add_controller_settings,
+    controller_settings,
+    react_entry,
+    settings_label,
+)
+from react.run.outdir import experiment_dirs, variant_name
+from react.run.sweep import scenario_points
+from react.show.plots import run_and_plot
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 """Where a full run writes (``--out docs/results`` regenerates the committed files)."""

@@ -45,8 +45,8 @@ from experiments.fig5 import (
     spread_hosts,
     write_csv,
 )
-from react.outdir import experiment_dirs, variant_name
-from react.sweep import Point
+from react.run.outdir import experiment_dirs, variant_name
+from react.run.sweep import Point
 
 SIZES = (20e6, 2e6, 1e5)
 CONNECTIONS = (1, 4, 8)

@@ -23,7 +23,7 @@ congested ranks are distinct (so at x = 8 every rank is congested, as the
 paper's note on Fig. 5 says) and so are the ``x`` outside hosts. A scenario's pairs depend on its
 seed and ``x`` only, so the three values of ``p`` congest the same pairs.
 
-Runs go through the sweep machinery (:func:`react.sweep.execute` into a :mod:`react.store` SQLite
+Runs go through the sweep machinery (:func:`react.run.sweep.execute` into a :mod:`react.run.store` SQLite
 file), so an interrupted run resumes where it stopped. The helpers here (:func:`make_point`,
 :func:`run_points`, :func:`paired_rows`) are shared by the Fig. 13 and Table 2 scripts.
 
@@ -50,10 +50,15 @@ import numpy as np
 if __package__ in (None, ""):  # run as a file: make `experiments` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from react.argtypes import add_controller_settings, controller_settings, react_entry, settings_label
-from react.outdir import experiment_dirs, variant_name
-from react.store import ResultStore, RunRecord
-from react.sweep import DEFAULT_RUNNER, Point, code_version, execute
+from react.commands.argtypes import (
+    add_controller_settings,
+    controller_settings,
+    react_entry,
+    settings_label,
+)
+from react.run.outdir import experiment_dirs, variant_name
+from react.run.store import ResultStore, RunRecord
+from react.run.sweep import DEFAULT_RUNNER, Point, code_version, execute
 
 COLLECTIVES = {"tree": "allreduce_double_binary_tree", "rd": "allgather_recursive_doubling"}
 """Short names used in parameters and plots -> pattern generators."""
@@ -99,7 +104,7 @@ def scenario_doc(collective: str, pairs: Sequence[tuple[str, str]], p: int, *, s
                  hosts: Sequence[str], epochs: int = 100, message_bytes: float = 20e6,
                  connections: int = 4, k: int = K, name: str = "fig5",
                  react: bool | Mapping[str, Any] = True) -> dict[str, Any]:
-    """A scenario document (the TOML format of :mod:`react.scenario`) for one point;
+    """A scenario document (the TOML format of :mod:`react.run.scenario`) for one point;
     ``react`` is the job's ``react`` entry (a table: controller parameters)."""
     return {
         "name": name,
@@ -128,7 +133,7 @@ def _digest(value: Any) -> str:
 
 def make_point(sweep: str, params: Mapping[str, Any], doc: Mapping[str, Any], react: str,
                *, warmup: int = WARMUP, runner: str = DEFAULT_RUNNER) -> Point:
-    """A :class:`react.sweep.Point` for a generated scenario (the same hashing rule as a spec:
+    """A :class:`react.run.sweep.Point` for a generated scenario (the same hashing rule as a spec:
     the on and off runs of one scenario share ``pair_key``)."""
     pair = {"scenario": doc, "seed": doc["seed"], "warmup_epochs": warmup, "runner": runner}
     return Point(_digest({**pair, "react": react}), _digest(pair), sweep, dict(params), doc,

@@ -30,11 +30,16 @@ import numpy as np
 
 from flowsim.routing import Router
 from flowsim.topologies import fat_tree
-from react.argtypes import add_controller_settings, controller_settings, react_entry, settings_label
-from react.controller import CONCURRENCY_MODES, ControllerConfig
-from react.outdir import experiment_dirs, variant_name
-from react.plots import run_and_plot
-from react.sweep import scenario_points
+from react.commands.argtypes import (
+    add_controller_settings,
+    controller_settings,
+    react_entry,
+    settings_label,
+)
+from react.control.controller import CONCURRENCY_MODES, ControllerConfig
+from react.run.outdir import experiment_dirs, variant_name
+from react.run.sweep import scenario_points
+from react.show.plots import run_and_plot
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 """Where a full run writes (``--out docs/results`` regenerates the committed files)."""
@@ -72,7 +77,7 @@ def scenario(failed: int, capacity_gbps: float, seed: int, *, epochs: int,
              candidates: Sequence[str] | None = None,
              concurrency: str = "", settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One point: ``failed`` links drawn among the job's usable links, at ``capacity_gbps``;
-    ``concurrency`` is the controller's (react.controller.ControllerConfig; empty: its default),
+    ``concurrency`` is the controller's (react.control.controller.ControllerConfig; empty: its default),
     ``settings`` more controller parameters (``--react-set``)."""
     links = list(candidates) if candidates is not None else candidate_links(seed)
     rng = np.random.default_rng([seed, failed])  # independent of the capacity

@@ -4,7 +4,7 @@
 #   experiments/gpu_all.sh OUT [--quick] [--only STEP,STEP...]
 #
 # Runs, one rank per GPU of this host (any number), with NVLink multicast off:
-#   1. python3 -m pytest -m gpu tests/react/test_gpu.py   (correctness, closed loop, failures)
+#   1. python3 -m pytest -m gpu tests/react/backends/test_gpu.py   (correctness, closed loop, failures)
 #   2. torchrun benchmarks/bench_gpu.py                     (RCollective vs NCCL, timing on/off,
 #                                                            pattern-switch cost)
 #   3. experiments/gpu_closed_loop.py                        (closed loop at p = 0, 1, 2 copy
@@ -73,7 +73,7 @@ step() {  # step NAME LIMIT_S COMMAND...: a step past its limit is stopped (and 
   tail -n 25 "$out/$name.log"
   [ $rc -eq 0 ] || failed=$((failed + 1))
 }
-step pytest 300 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/react/test_gpu.py
+step pytest 300 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/react/backends/test_gpu.py
 step bench 240 python3 -m torch.distributed.run --standalone --nproc-per-node="$n" \
      benchmarks/bench_gpu.py --out "$out/bench" "${bench[@]}"
 step loop 600 python3 experiments/gpu_closed_loop.py --out "$out/loop" --timeout-s 30 "${loop[@]}"

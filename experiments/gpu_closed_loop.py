@@ -48,10 +48,10 @@ if __package__ in (None, ""):  # run as a file: make `react` importable
 from react.backends.gpu.copystream import CopyStreams, copy_sources  # noqa: E402
 from react.backends.gpu.eventclock import STAMPS  # noqa: E402
 from react.backends.gpu.job import GpuJob, visible_gpus  # noqa: E402
-from react.controller import Controller, ControllerConfig  # noqa: E402
-from react.detect import detect_congestion  # noqa: E402
-from react.errors import ReactError  # noqa: E402
-from react.pattern import Pattern  # noqa: E402
+from react.control.controller import Controller, ControllerConfig  # noqa: E402
+from react.control.detect import detect_congestion  # noqa: E402
+from react.model.errors import ReactError  # noqa: E402
+from react.model.pattern import Pattern  # noqa: E402
 from react.patterns import generator  # noqa: E402
 
 RUNS = ("nccl", "bare", "collect", "react")

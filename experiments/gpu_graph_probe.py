@@ -331,7 +331,7 @@ def _collective_check(torch: Any, n: int) -> dict[str, Any]:
     # A pattern switch and a new buffer, as the closed loop makes them: the ring and its global
     # swap alternating (each a prepared pattern of its own: one eager epoch, then captures),
     # then a second buffer (its own captures); the graph mode against the eager posting.
-    from react.transforms import GlobalSwap
+    from react.model.transforms import GlobalSwap
 
     swapped = GlobalSwap(0, 1).apply(ring)
     ends = {}

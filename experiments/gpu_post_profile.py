@@ -15,7 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from react.backends.gpu.world import close_gpu_world, init_gpu_world  # noqa: E402
+from react.backends.gpu.cuda import close_gpu_world, init_gpu_world  # noqa: E402
 from react.patterns import generator  # noqa: E402
 
 

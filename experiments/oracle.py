@@ -1,15 +1,15 @@
 """Beyond the paper: how far is REACT from the best pattern the transforms can reach?
 
 For a Fig. 5 scenario (:mod:`experiments.fig5`), the *oracle* is the best pattern reachable from
-the job's initial pattern by sequences of the three swap transforms (react.transforms, enumerated
-by :class:`react.swapspace.SwapSpace` without REACT's restriction to congested ranks), judged as
+the job's initial pattern by sequences of the three swap transforms (react.model.transforms, enumerated
+by :class:`react.model.swapspace.SwapSpace` without REACT's restriction to congested ranks), judged as
 follows:
 
 1. Run the scenario without REACT and with REACT, and give the per-flow FCTs of the baseline's
    last 60 epochs and of every REACT epoch (each with the pattern it ran; ``--baseline-only``
    leaves REACT's out) to the controller's own analytical model
-   (:class:`react.estimate.FctHistory`, paper §5.4.1): a candidate pattern's collective time is
-   the critical path (:func:`react.critical.critical_path`) of the FCTs the model predicts for
+   (:class:`react.control.estimate.FctHistory`, paper §5.4.1): a candidate pattern's collective time is
+   the critical path (:func:`react.model.critical.critical_path`) of the FCTs the model predicts for
    its flows. REACT's epochs matter: the model knows a (src, dst) pair's cost only if some run
    used that pair, and REACT's explored patterns use many more pairs than the baseline.
 2. Beam search over swap sequences: from the initial pattern, apply every viable swap of every
@@ -49,13 +49,13 @@ if __package__ in (None, ""):  # run as a file: make `experiments` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.fig5 import RESULTS, K, congested_pairs, scenario_doc, spread_hosts, write_csv
-from react.critical import critical_path
-from react.estimate import FctHistory, FctModel
-from react.jobs import JobRun, run_jobs
-from react.outdir import experiment_dirs, variant_name
-from react.pattern import Pattern
-from react.scenario import Scenario, open_jobs, parse_scenario
-from react.swapspace import SwapSpace
+from react.control.estimate import FctHistory, FctModel
+from react.model.critical import critical_path
+from react.model.pattern import Pattern
+from react.model.swapspace import SwapSpace
+from react.run.driver import JobRun, run_jobs
+from react.run.outdir import experiment_dirs, variant_name
+from react.run.scenario import Scenario, open_jobs, parse_scenario
 
 WARMUP = 25
 

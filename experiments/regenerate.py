@@ -127,7 +127,7 @@ NOT_RUN: tuple[tuple[str, tuple[str, ...], str], ...] = (
       "gpu/run7/*"),
      "experiments/gpu_all.sh OUT (runs 4-7; then python3 experiments/gpu_closed_loop.py "
      "--replot docs/results/gpu/runN; earlier runs: python3 -m pytest -q -m gpu "
-     "-p no:cacheprovider -rs tests/react/test_gpu.py; python3 -m torch.distributed.run "
+     "-p no:cacheprovider -rs tests/react/backends/test_gpu.py; python3 -m torch.distributed.run "
      "--standalone --nproc-per-node=2 benchmarks/bench_gpu.py --out OUT)   "
      "# gpu.md lists each run's exact options"),
     ("gpu_graph_probe (any one GPU; see docs/results/gpu.md)", ("gpu/graph_probe/*",),

@@ -34,9 +34,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from react.errors import ReactError
-from react.report import DEFAULT_WARMUP, summarise
-from react.scenario import Scenario, ScenarioError, load_scenario, run_scenario
+from react.model.errors import ReactError
+from react.run.metrics import DEFAULT_WARMUP, summarise
+from react.run.scenario import Scenario, ScenarioError, load_scenario, run_scenario
 
 DEFAULT_EPS = (1e-14, 1e-12, 1e-9)
 COLUMNS = ("eps", "job", "epochs", "max_epoch_change", "mean_change", "max_change_over_eps")

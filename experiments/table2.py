@@ -50,9 +50,14 @@ from experiments.fig5 import (
     scenario_doc,
     write_csv,
 )
-from react.argtypes import add_controller_settings, controller_settings, react_entry, settings_label
-from react.outdir import experiment_dirs, variant_name
-from react.sweep import Point
+from react.commands.argtypes import (
+    add_controller_settings,
+    controller_settings,
+    react_entry,
+    settings_label,
+)
+from react.run.outdir import experiment_dirs, variant_name
+from react.run.sweep import Point
 
 PAPER = {  # (ranks, p) -> (mean speedup, p95 speedup, #changes), paper Table 2
     (4, 0): (0.964, 0.963, 34.0), (4, 1): (0.999, 0.980, 35.6), (4, 2): (1.138, 1.180, 33.2),

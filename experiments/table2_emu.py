@@ -31,10 +31,10 @@ if __package__ in (None, ""):  # run as a file: make `experiments` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.table2 import PAPER
-from react import report
-from react.outdir import experiment_dirs, variant_name
-from react.scenario import parse_scenario, run_scenario
-from react.store import write_csv_rows
+from react.run import metrics as report
+from react.run.outdir import experiment_dirs, variant_name
+from react.run.scenario import parse_scenario, run_scenario
+from react.run.store import write_csv_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 CONGESTED_RANK = 1

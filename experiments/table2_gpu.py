@@ -1,7 +1,7 @@
 """The paper's Table 2 on this host's GPUs: dual binary tree AllReduce, 100 MB, p copy streams.
 
 One rank per GPU (every GPU of the host unless ``--ranks``), the job's scenario on
-``backend = "gpu"`` (:mod:`react.backends.gpu.scenario`): ``p`` = 0, 1, 2 copy streams into rank
+``backend = "gpu"`` (:mod:`react.run.worlds.gpu`): ``p`` = 0, 1, 2 copy streams into rank
 :data:`CONGESTED_RANK`'s GPU (sources distinct where possible,
 :func:`react.backends.gpu.copystream.copy_sources`), each cell run without and with REACT under
 the same streams. The speedup is baseline / REACT of the mean and of the p95 collective time
@@ -36,8 +36,8 @@ import numpy as np
 if __package__ in (None, ""):  # run as a file: make `react` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from react.errors import ReactError  # noqa: E402
-from react.store import write_csv_rows  # noqa: E402
+from react.model.errors import ReactError  # noqa: E402
+from react.run.store import write_csv_rows  # noqa: E402
 
 CONGESTED_RANK = 1
 """The rank the copy streams go into: an aggregating rank of tree T1 from 4 ranks on."""
@@ -90,7 +90,7 @@ def check_args(args: argparse.Namespace, gpus: int) -> int:
 
 def settled(run: Any, batch: int, settle_batches: int) -> tuple[bool, int | None]:
     """Whether the run's last pattern change lies before its last ``settle_batches`` batches."""
-    from react import report
+    from react.run import metrics as report
 
     changes = report.change_epochs(run)
     last = changes[-1] if changes else None
@@ -98,8 +98,8 @@ def settled(run: Any, batch: int, settle_batches: int) -> tuple[bool, int | None
 
 
 def measure(n: int, p: int, args: argparse.Namespace) -> dict[str, Any]:
-    from react.backends.gpu.scenario import copy_pairs
-    from react.scenario import parse_scenario, run_scenario
+    from react.run.scenario import parse_scenario, run_scenario
+    from react.run.worlds.gpu import copy_pairs
 
     epochs = args.epochs
     while True:
@@ -115,7 +115,7 @@ def measure(n: int, p: int, args: argparse.Namespace) -> dict[str, Any]:
         print(f"  n={n} p={p}: REACT changed pattern at epoch {last}; again with {epochs} "
               "epochs", flush=True)
     t_off, t_on = np.array(off.times_s()), np.array(on.times_s())
-    from react import report
+    from react.run import metrics as report
 
     changes = len(report.change_epochs(on))
     paper = PAPER.get((n, p), (float("nan"),) * 3)

@@ -1,9 +1,9 @@
 """react: collective patterns as time-expanded networks, and the REACT controller."""
 
-from react.errors import PatternError, ReactError
-from react.swapspace import SwapSpace
-from react.transforms import ChunkLocalSwap, GlobalSwap, PositionSwap
-from react.verify import first_violation, verify
+from react.model.errors import PatternError, ReactError
+from react.model.swapspace import SwapSpace
+from react.model.transforms import ChunkLocalSwap, GlobalSwap, PositionSwap
+from react.model.verify import first_violation, verify
 
 __all__ = [
     "ChunkLocalSwap",

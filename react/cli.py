@@ -1,13 +1,13 @@
 """The ``react`` command: run scenarios, watch the paper's worked example, inspect patterns.
 
 ``react demo`` tells the §4.3 story end to end on the simulator; ``react run SCENARIO`` runs a
-scenario file (:mod:`react.scenario`) with a progress bar and prints per-job tables and the
+scenario file (:mod:`react.run.scenario`) with a progress bar and prints per-job tables and the
 controller's decisions; ``react patterns`` lists, shows, verifies and draws pattern generators.
 ``react sweep SPEC`` and ``react report`` (grids of scenarios, the results store) are defined in
-:mod:`react.sweep`, ``react plot`` (figures from the store) in :mod:`react.plots`, ``react regress``
-(suites, golden decision traces, controllers side by side) in :mod:`react.regress.cli`,
-``react crossval`` (one scenario on several backends, compared) in :mod:`react.crossval`.
-This module (with :mod:`react.report` for the tables) is the only place that prints.
+:mod:`react.run.sweep`, ``react plot`` (figures from the store) in :mod:`react.show.plots`, ``react regress``
+(suites, golden decision traces, controllers side by side) in :mod:`react.commands.regress`,
+``react crossval`` (one scenario on several backends, compared) in :mod:`react.run.crossval`.
+This module (with :mod:`react.run.metrics` for the tables) is the only place that prints.
 
 Bad input (a missing or invalid scenario, a bad number) prints one line ``react: error: ...`` on
 stderr and exits with status 2; ``--debug`` adds the traceback.
@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from flowsim.errors import FlowsimError
-from react import report
-from react.argtypes import non_negative_int, positive_int
-from react.errors import ReactError
+from react.commands.argtypes import non_negative_int, positive_int
+from react.model.errors import ReactError
+from react.run import metrics as report
 
 __all__ = ["build_parser", "main"]
 
@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run", parents=[common], help="run a scenario file and print tables and decisions",
-        description="Run a scenario (TOML, see react/scenario.py or experiments/scenarios/) on "
+        description="Run a scenario (TOML, see react/run/scenario.py or experiments/scenarios/) on "
                     "its backend (the simulator unless the file or --backend says otherwise): a "
                     "progress bar, a table per job (mean and p95 collective time, mean algorithm "
                     "bandwidth after the warm-up), then every controller decision.",
@@ -165,24 +165,24 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--json", metavar="OUT", help="also write the pattern as REACT JSON")
     imp.set_defaults(handler=_cmd_patterns_import)
 
-    # `react sweep` and `react report` live with the sweep machinery (react.sweep)
-    from react.sweep import add_parsers as add_sweep_parsers
+    # `react sweep` and `react report` live with the sweep machinery (react.run.sweep)
+    from react.run.sweep import add_parsers as add_sweep_parsers
 
     add_sweep_parsers(sub, [common])
-    # `react plot`: figures from the results store (react.plots)
-    from react.plots import add_parser as add_plot_parser
+    # `react plot`: figures from the results store (react.show.plots)
+    from react.show.plots import add_parser as add_plot_parser
 
     add_plot_parser(sub, [common])
     # `react emu`: clean up after the network emulator, show its limits (react.backends.emu)
-    from react.backends.emu.cli import add_parser as add_emu_parser
+    from react.commands.emu import add_parser as add_emu_parser
 
     add_emu_parser(sub, [common])
-    # `react regress`: suites, goldens and controller comparisons (react.regress)
-    from react.regress.cli import add_parser as add_regress_parser
+    # `react regress`: suites, goldens and controller comparisons (react.run.regress)
+    from react.commands.regress import add_parser as add_regress_parser
 
     add_regress_parser(sub, [common])
-    # `react crossval`: one scenario on several backends, side by side (react.crossval)
-    from react.crossval import add_parser as add_crossval_parser
+    # `react crossval`: one scenario on several backends, side by side (react.run.crossval)
+    from react.run.crossval import add_parser as add_crossval_parser
 
     add_crossval_parser(sub, [common])
     return parser
@@ -205,7 +205,7 @@ gain in each draw) with: python3 -m experiments.sensitivity {path} --gain"""
 
 
 def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
-    from react.scenario import compare_scenario, load_scenario, run_scenario
+    from react.run.scenario import compare_scenario, load_scenario, run_scenario
 
     scenario = load_scenario(args.scenario)
     if args.epochs is not None:
@@ -214,7 +214,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         scenario = scenario.with_backend(args.backend)
     window = _check_trace_args(args, scenario.backend)
     if scenario.backend == "sim":
-        from react.memory import check_memory, parse_size
+        from react.run.memory import check_memory, parse_size
 
         check_memory(scenario, parse_size(args.max_memory) if args.max_memory else None,
                      runs=2 if args.compare else 1, traced=bool(args.trace),
@@ -227,8 +227,8 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
             bar.update(1)
 
         if args.trace:  # the same runs, keeping the network's flow records for the timeline
-            from react.scenario import Comparison
-            from react.trace import run_recorded
+            from react.run.scenario import Comparison
+            from react.run.trace import run_recorded
 
             modes = [(False, "without REACT"), (True, "with REACT")] if args.compare else [
                 (None, "")]
@@ -282,7 +282,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     if args.html:
         import io
 
-        from react.htmlreport import write_run_html
+        from react.show.sweeppage import write_run_html
 
         head = io.StringIO()
         _print_header(scenario, head)
@@ -298,7 +298,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         for name, run in (both.on if args.compare else plain).items():
             written.append(str(write_msccl(run.patterns[-1], folder / f"{name}.xml")))
     if args.trace:
-        from react.trace import trace_events, write_trace
+        from react.run.trace import trace_events, write_trace
 
         trace = trace_events(scenario, recorded, tracks=args.trace_tracks, epochs=window)
         write_trace(args.trace, trace)
@@ -319,7 +319,7 @@ def _check_trace_args(args: argparse.Namespace, backend: str) -> tuple[int, int]
     if args.trace_tracks == "link" and backend != "sim":
         raise _UsageError(f"--trace-tracks link needs the simulator's flow records; this run "
                           f"uses the {backend!r} backend (per-rank tracks work everywhere)")
-    from react.trace import parse_window
+    from react.run.trace import parse_window
 
     target = Path(args.trace)
     if target.is_dir():
@@ -389,8 +389,8 @@ def _cmd_patterns_show(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_patterns_verify(args: argparse.Namespace, out: TextIO) -> int:
-    from react.errors import PatternError
-    from react.verify import verify
+    from react.model.errors import PatternError
+    from react.model.verify import verify
 
     pattern = _pattern(args)
     try:
@@ -405,15 +405,15 @@ def _cmd_patterns_verify(args: argparse.Namespace, out: TextIO) -> int:
 
 def _draw_module() -> Any:
     try:
-        from react import draw
+        from react.show import draw
     except ImportError as exc:
-        raise _UsageError(f"drawing is not available: react.draw cannot be imported ({exc})"
+        raise _UsageError(f"drawing is not available: react.show.draw cannot be imported ({exc})"
                           ) from None
     return draw
 
 
 def _cmd_patterns_draw(args: argparse.Namespace, out: TextIO) -> int:
-    from react.imagefile import image_path
+    from react.show.imagefile import image_path
 
     path = image_path(args.out)
     draw = _draw_module()
@@ -452,7 +452,7 @@ def _cmd_patterns_import(args: argparse.Namespace, out: TextIO) -> int:
 
 # -- demo ------------------------------------------------------------------------------------------
 def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
-    from react.demo import narrate
+    from react.show.demo import narrate
 
     told = []
     for paragraph in narrate(Path(args.out), epochs=args.epochs):
@@ -466,8 +466,8 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
         print(file=out)
         out.flush()
     if args.html:
-        from react.demo import story_pictures
-        from react.html import story_page, write_page
+        from react.show.demo import story_pictures
+        from react.show.runpage import story_page, write_page
 
         folder = Path(args.html)
         folder.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,8 @@ and tries the first viable swap the pattern's swap space offers for it, never re
 meant to be read (docs/regress.md) and compared, not used.
 """
 
-from react.controller import Decision
-from react.swapspace import SwapSpace
+from react.control.controller import Decision
+from react.model.swapspace import SwapSpace
 
 
 class Greedy:

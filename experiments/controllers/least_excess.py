@@ -4,12 +4,12 @@
 react,experiments/controllers/least_excess.py:LeastExcess`` compares it with the default on every
 case of the suite (docs/deviations.md has the comparison). It is REACT itself with one parameter
 changed: an unseen (src, dst) pair is priced from its endpoints' links plus the least path excess
-any observed pair showed instead of the mean (:mod:`react.estimate`).
+any observed pair showed instead of the mean (:mod:`react.control.estimate`).
 """
 
 import dataclasses
 
-from react.controller import Controller
+from react.control.controller import Controller
 
 
 def LeastExcess(pattern, config):  # noqa: N802 - named like the class it stands for

@@ -1,4 +1,4 @@
-"""MSCCL XML algorithms: export a :class:`~react.pattern.Pattern`, import one back.
+"""MSCCL XML algorithms: export a :class:`~react.model.pattern.Pattern`, import one back.
 
 MSCCL (msccl-tools, the MSCCL runtime in NCCL forks, TACCL's synthesised schedules) describes a
 collective as an ``<algo>`` of ``<gpu>`` elements, each with threadblocks (``<tb>``, one send

@@ -23,9 +23,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from react.errors import MscclError
+from react.model.errors import MscclError
+from react.model.pattern import Flow, Pattern
 from react.msccl.layout import buffer_sizes, data_buffer, unit_layout
-from react.pattern import Flow, Pattern
 
 MAX_CHANNELS = 32
 """MSCCL's limit on channels (``MAXCHANNELS``)."""

@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from react.errors import MscclError
-from react.pattern import Pattern
+from react.model.errors import MscclError
+from react.model.pattern import Pattern
 
 MAX_UNITS = 1 << 16
 """The most units one algorithm may use (MSCCL counts are small integers)."""

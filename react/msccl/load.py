@@ -1,4 +1,4 @@
-"""Read an MSCCL XML algorithm into a :class:`~react.pattern.Pattern`, checking it on the way.
+"""Read an MSCCL XML algorithm into a :class:`~react.model.pattern.Pattern`, checking it on the way.
 
 Three passes, each rejecting what it cannot accept with the GPU, threadblock and step at fault:
 
@@ -12,7 +12,7 @@ Three passes, each rejecting what it cannot accept with the GPU, threadblock and
    reported. A ``react_step`` attribute (ours) fixes the step instead, when it is not earlier
    than what the message waits for.
 
-The result is then checked by :func:`react.verify.verify`: an unsound algorithm (a lost or
+The result is then checked by :func:`react.model.verify.verify`: an unsound algorithm (a lost or
 double-counted contribution, data sent before it is held) is rejected naming the message.
 """
 
@@ -24,10 +24,10 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from react.errors import MscclError, PatternError
+from react.model.errors import MscclError, PatternError
+from react.model.pattern import Chunk, Flow, Pattern
+from react.model.verify import verify
 from react.msccl.parse import Algo, Instr, parse_algo
-from react.pattern import Chunk, Flow, Pattern
-from react.verify import verify
 
 _SENDS = ("s", "rcs", "rrs", "rrcs")
 _RECEIVES = ("r", "rcs", "rrs", "rrc", "rrcs")
@@ -62,7 +62,7 @@ def from_msccl_xml(text: str, *, source: str = "MSCCL XML", check: bool = True) 
     source : str
         Named in error messages (a file name).
     check : bool
-        Run :func:`react.verify.verify` on the result (default); off only to inspect an
+        Run :func:`react.model.verify.verify` on the result (default); off only to inspect an
         algorithm that is known to be unsound.
 
     Raises

@@ -12,9 +12,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
-from react.errors import MscclError
+from react.model.errors import MscclError
+from react.model.pattern import KINDS
 from react.msccl.layout import unit_of
-from react.pattern import KINDS
 
 TYPES = ("s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop")
 """Instruction types REACT reads (MSCCL's send/receive family, local copy/reduce, nop)."""

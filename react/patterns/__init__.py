@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from react.errors import PatternError, ReactError
-from react.pattern import Pattern
+from react.model.errors import PatternError, ReactError
+from react.model.pattern import Pattern
 from react.patterns.recursive import allgather_recursive_doubling, allreduce_halving_doubling
 from react.patterns.ring import allgather_ring, allreduce_ring, reduce_scatter_ring
 from react.patterns.tree import (
@@ -64,7 +64,7 @@ def generator(name: str) -> Callable[[int], Pattern]:
 
 def patterns_at(n: int) -> dict[str, Pattern]:
     """Every generator's pattern at ``n`` ranks, by name in sorted order; generators that do not
-    exist at ``n`` (they raise :class:`~react.errors.ReactError`) are left out."""
+    exist at ``n`` (they raise :class:`~react.model.errors.ReactError`) are left out."""
     out = {}
     for name in sorted(GENERATORS):
         try:

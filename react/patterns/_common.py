@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from react.errors import PatternError
-from react.pattern import Chunk
+from react.model.errors import PatternError
+from react.model.pattern import Chunk
 
 
 def check_n(name: str, n: object) -> int:

@@ -16,7 +16,7 @@ in between, and the partners carry more data: that imbalance is the cost of the 
 
 from __future__ import annotations
 
-from react.pattern import Flow, Pattern
+from react.model.pattern import Flow, Pattern
 from react.patterns._common import check_n, equal_chunks
 
 __all__ = ["allgather_recursive_doubling", "allreduce_halving_doubling"]

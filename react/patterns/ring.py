@@ -9,7 +9,7 @@ the other: ``2(n-1)`` steps.
 
 from __future__ import annotations
 
-from react.pattern import Flow, Pattern
+from react.model.pattern import Flow, Pattern
 from react.patterns._common import check_n, equal_chunks
 
 __all__ = ["allgather_ring", "allreduce_ring", "reduce_scatter_ring"]

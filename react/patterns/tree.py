@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from react.pattern import Chunk, Flow, Pattern
+from react.model.pattern import Chunk, Flow, Pattern
 from react.patterns._common import check_n, check_root
 
 __all__ = [

@@ -6,7 +6,7 @@ simulator (flowsim). Pieces, one module each:
 
 - :mod:`react.runtime.clock` — the one clock every rank timestamps with;
 - :mod:`react.runtime.timings` — what one rank measured in one epoch, and how the tuner merges
-  every rank's measurements into the :class:`~react.backends.base.EpochResult` the controller
+  every rank's measurements into the :class:`~react.model.observation.EpochResult` the controller
   reads;
 - :mod:`react.runtime.transport` — the small point-to-point interface RCollective needs;
 - :mod:`react.runtime.schedule` / :mod:`react.runtime.collective` — Algorithm 2 on one rank;

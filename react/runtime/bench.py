@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from react.errors import ReactError
+from react.model.errors import ReactError
 from react.patterns import generator
 from react.runtime.clock import now_s
 from react.runtime.transport import Transport

@@ -8,7 +8,7 @@ message is one JSON object on one line, encoded as UTF-8, at most ``max_message_
 nothing received is ever executed. ``NaN``/``Infinity`` are refused both ways, so every message
 is standard JSON that any language can read.
 
-Failures are of two kinds, both :class:`~react.errors.ReactError`:
+Failures are of two kinds, both :class:`~react.model.errors.ReactError`:
 
 - :class:`ChannelError` (also a :class:`ConnectionError`): the peer closed, the socket failed, or
   (:class:`ChannelTimeout`) nothing complete arrived in time;
@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from react.errors import ReactError
+from react.model.errors import ReactError
 
 __all__ = [
     "MAX_MESSAGE_BYTES",

@@ -7,7 +7,7 @@ all of them, then apply the receives in pattern flow order (``reduce`` adds into
 ``copy`` overwrites them). Every dependency of the TEN is honoured this way: a flow's payload is
 read only after every earlier receive of its chunks was applied. The buffer is changed in place.
 
-The buffer holds the collective's input as its kind defines it (react/verify.py): every rank's
+The buffer holds the collective's input as its kind defines it (react/model/verify.py): every rank's
 whole message for AllReduce, ReduceScatter and Reduce; the owner's chunks for AllGather; the
 root's message for Broadcast. Chunks a rank does not hold should be zero: a pattern may ``reduce``
 into a chunk its receiver holds nothing of (the verifier allows it), which is then a plain copy.
@@ -38,8 +38,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from react.errors import ReactError
-from react.pattern import Pattern
+from react.model.errors import ReactError
+from react.model.pattern import Pattern
+from react.model.verify import verify
 from react.runtime.clock import now_s
 from react.runtime.schedule import (
     GraphProgram,
@@ -51,7 +52,6 @@ from react.runtime.schedule import (
 )
 from react.runtime.timings import RankEpochTimings, RecvTiming, SendTiming
 from react.runtime.transport import Transport
-from react.verify import verify
 
 __all__ = ["CollectiveError", "RCollective"]
 
@@ -81,8 +81,8 @@ class RCollective:
 
     Notes
     -----
-    A pattern is verified (:func:`react.verify.verify`) the first time it is run, before any
-    byte is sent; an invalid one raises :class:`~react.errors.PatternError`.
+    A pattern is verified (:func:`react.model.verify.verify`) the first time it is run, before any
+    byte is sent; an invalid one raises :class:`~react.model.errors.PatternError`.
     """
 
     def __init__(self, transport: Transport, *, timeout_s: float = 60.0) -> None:

@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from react.errors import ReactError
+from react.model.errors import ReactError
 from react.runtime.clock import now_s
 
 __all__ = ["LocalRunError", "free_ports", "run_local"]

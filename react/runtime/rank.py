@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from react.errors import ReactError
-from react.pattern import Pattern
+from react.model.errors import ReactError
+from react.model.pattern import Pattern
 
 FORMAT = "react-rank-job/1"
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from react.pattern import Pattern
+from react.model.pattern import Pattern
 from react.runtime.schedule import chunk_bounds
 
 

@@ -3,7 +3,7 @@
 Algorithm 2 runs each chunk graph independently (one thread each, :mod:`react.runtime.collective`).
 Within one chunk graph a rank walks the steps in which it has operations, in increasing order: it
 posts every send and receive of that step, waits for all of them, then applies the receives in
-pattern flow order. The program itself is defined once, in :mod:`react.execution` (the simulator
+pattern flow order. The program itself is defined once, in :mod:`react.model.execution` (the simulator
 derives its execution rule from the same programs); this module hands it to a rank and lays out
 the buffer. It does no I/O.
 
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from react.errors import ReactError
-from react.execution import GraphProgram, StepOps, rank_programs
-from react.pattern import Pattern
+from react.model.errors import ReactError
+from react.model.execution import GraphProgram, StepOps, rank_programs
+from react.model.pattern import Pattern
 
 __all__ = [
     "FLOW_TAG_LIMIT",
@@ -44,7 +44,7 @@ class ScheduleError(ReactError, ValueError):
 def rank_program(pattern: Pattern, rank: int) -> tuple[GraphProgram, ...]:
     """The program of ``rank``: one :class:`GraphProgram` per chunk graph it takes part in.
 
-    Taken from :func:`react.execution.rank_programs`, the one definition of Algorithm 2's
+    Taken from :func:`react.model.execution.rank_programs`, the one definition of Algorithm 2's
     per-rank order, which the simulator follows too.
 
     Raises

@@ -20,16 +20,16 @@ from typing import Any
 
 import numpy as np
 
-from react.errors import ReactError
+from react.model.errors import ReactError
 from react.patterns import patterns_at
 
 
 def check_rank(spec: Mapping[str, Any], rank: int) -> list[str]:
     """Run every generator on this rank; return the names checked (raise on the first error)."""
+    from react.model.verify import verify
     from react.runtime.collective import RCollective
     from react.runtime.rank import _transport, element_count, rank_input
     from react.runtime.reference import expected_output, initial_buffer
-    from react.verify import verify
 
     n = len(spec["addresses"])
     dtype = str(spec["dtype"])

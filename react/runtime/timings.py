@@ -28,9 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from react.backends.base import EpochResult, FlowTiming
-from react.errors import ReactError
-from react.pattern import Pattern
+from react.model.errors import ReactError
+from react.model.observation import EpochResult, FlowTiming
+from react.model.pattern import Pattern
 
 
 class TimingError(ReactError, ValueError):

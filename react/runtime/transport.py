@@ -16,7 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
-from react.errors import ReactError
+from react.model.errors import ReactError
 
 
 class TransportError(ReactError, RuntimeError):
@@ -33,7 +33,7 @@ class Pending(Protocol):
     # by the transport where it can; RCollective falls back to when ``wait`` returned.
 
     def wait(self, timeout_s: float | None = None) -> None:
-        """Block until done; raise :class:`react.errors.ReactError` on failure or timeout."""
+        """Block until done; raise :class:`react.model.errors.ReactError` on failure or timeout."""
         ...
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from react.scenario import parse_scenario, run_scenario
+from react.run.scenario import parse_scenario, run_scenario
 
 
 def load(name):

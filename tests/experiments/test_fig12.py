@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from react.scenario import parse_scenario
+from react.run.scenario import parse_scenario
 
 
 def load(name):

@@ -13,11 +13,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from experiments import fig5, oracle  # noqa: E402
-from react.jobs import run_jobs  # noqa: E402
+from react.model.transforms import ChunkLocalSwap, GlobalSwap, PositionSwap  # noqa: E402
+from react.model.verify import verify  # noqa: E402
 from react.patterns import allreduce_double_binary_tree  # noqa: E402
-from react.scenario import open_jobs, parse_scenario, run_scenario  # noqa: E402
-from react.transforms import ChunkLocalSwap, GlobalSwap, PositionSwap  # noqa: E402
-from react.verify import verify  # noqa: E402
+from react.run.driver import run_jobs  # noqa: E402
+from react.run.scenario import open_jobs, parse_scenario, run_scenario  # noqa: E402
 
 HOSTS = fig5.spread_hosts()
 ALL = [f"h{i}" for i in range(128)]

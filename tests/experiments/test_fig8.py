@@ -6,7 +6,7 @@ from pathlib import Path
 
 from flowsim.routing import Router
 from flowsim.topologies import fat_tree
-from react.scenario import parse_scenario
+from react.run.scenario import parse_scenario
 
 
 def load(name):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from experiments import sensitivity
-from react.scenario import ScenarioError, load_scenario, parse_scenario
+from react.run.scenario import ScenarioError, load_scenario, parse_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "experiments" / "scenarios"
 

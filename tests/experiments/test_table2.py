@@ -12,7 +12,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from experiments import table2  # noqa: E402
-from react.scenario import parse_scenario, run_scenario  # noqa: E402
+from react.run.scenario import parse_scenario, run_scenario  # noqa: E402
 
 
 def test_allocation_is_distinct_hosts_and_an_outside_source():
@@ -86,7 +86,7 @@ def test_ping_pong_background_sends_1_gb_each_way_in_turn():
     hosts, src, dst = table2.allocation(0, 4)
     assert doc["background"] == [{"kind": "ping_pong", "src": src, "dst": dst, "p": 2,
                                   "size_bytes": 1e9}]
-    from react.backends.sim_world import build_network
+    from react.run.worlds.sim import build_network
     net = build_network(parse_scenario(doc))
     net.env.run(until=0.5)  # 1 GB at <= 100 Gb/s takes >= 80 ms: several turns
     ends = sorted((r.end_s, r.src, r.dst) for r in net.records if r.tag == "ping_pong")

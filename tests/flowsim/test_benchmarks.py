@@ -68,7 +68,7 @@ def test_shipped_whatif_scenarios_are_the_generator_output():
 
 
 def test_whatif_scenarios_load_with_the_stated_setting():
-    from react.scenario import load_scenario
+    from react.run.scenario import load_scenario
 
     s = load_scenario(ROOT / "experiments" / "scenarios" / "whatif_alibaba_64.toml")
     assert [(j.collective, j.ranks, j.epochs, j.react) for j in s.jobs] == [

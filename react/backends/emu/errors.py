@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from react.errors import ReactError
+from react.model.errors import ReactError
 
 
 class EmuError(ReactError, RuntimeError):

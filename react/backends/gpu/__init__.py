@@ -36,7 +36,7 @@ def __getattr__(name: str):  # lazy: importing the package must not import torch
 
         return getattr(collective, name)
     if name in ("GpuError", "GpuWorld", "close_gpu_world", "init_gpu_world"):
-        from react.backends.gpu import world
+        from react.backends.gpu import cuda as world
 
         return getattr(world, name)
     raise AttributeError(name)

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from react.backends.gpu.cuda import GpuError, import_cuda_torch
 from react.backends.gpu.eventclock import (
     GroupStamps,
     check_stamp,
@@ -34,12 +35,11 @@ from react.backends.gpu.eventclock import (
     to_rank_timings,
 )
 from react.backends.gpu.plan import GpuPlan, gpu_plan
-from react.backends.gpu.world import GpuError, import_cuda_torch
-from react.pattern import Pattern
+from react.model.pattern import Pattern
+from react.model.verify import verify
 from react.runtime.collective import CollectiveError
 from react.runtime.schedule import ScheduleError
 from react.runtime.timings import RankEpochTimings
-from react.verify import verify
 
 __all__ = ["GpuCollective", "GpuEpoch"]
 
@@ -163,7 +163,7 @@ class GpuCollective:
     Notes
     -----
     Every NCCL operation is bounded by the process group's timeout
-    (:func:`.world.init_gpu_world`): NCCL's watchdog aborts it and the process ends with the
+    (:func:`.cuda.init_gpu_world`): NCCL's watchdog aborts it and the process ends with the
     error, so no rank hangs. :meth:`GpuEpoch.wait` also takes its own host-side limit.
     """
 

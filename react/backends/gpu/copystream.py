@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from react.backends.gpu.world import MULTICAST_OFF, GpuError
+from react.backends.gpu.cuda import MULTICAST_OFF, GpuError
 
 __all__ = ["COPY_BYTES", "CopyStreams", "copy_sources", "main"]
 
@@ -162,7 +162,7 @@ class CopyStreams:
 def _stream(src: int, dst: int, nbytes: int, duration_s: float) -> dict[str, Any]:
     import signal
 
-    from react.backends.gpu.world import import_cuda_torch
+    from react.backends.gpu.cuda import import_cuda_torch
 
     torch = import_cuda_torch()
     if max(src, dst) >= torch.cuda.device_count():

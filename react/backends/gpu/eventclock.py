@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from react.backends.gpu.world import GpuError
+from react.backends.gpu.cuda import GpuError
 from react.runtime.clock import now_s
 from react.runtime.timings import RankEpochTimings, RecvTiming, SendTiming
 

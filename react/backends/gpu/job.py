@@ -1,4 +1,4 @@
-"""One job on this host's GPUs, closed loop included: a :class:`~react.backends.base.TunedBackend`.
+"""One job on this host's GPUs, closed loop included: a :class:`~react.control.backend.TunedBackend`.
 
 :meth:`GpuJob.run_job` does what the paper's prototype does (§6), as the emulator's job does on
 namespaces: it starts RTuner's leader (:mod:`react.runtime.tuner`, a CPU process listening on
@@ -7,7 +7,7 @@ loopback TCP) with REACT's controller, then one rank process per GPU
 runs RCollective on NCCL and hands each epoch's CUDA-event flow timings to the leader without
 waiting; the leader merges them, the controller decides after each batch, and every rank
 switches at the epoch the leader names. When the job ends the driver gets a
-:class:`~react.backends.base.JobRun` like the simulator's, plus ``info``: the tuner's cost per
+:class:`~react.control.backend.JobRun` like the simulator's, plus ``info``: the tuner's cost per
 batch, the ranks' waits for it, the switching cost, each rank's host posting time and each
 epoch's *span* (the longest enter-to-exit of any rank, measured the same way for NCCL's own
 collective).
@@ -38,21 +38,23 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from react.backends.base import EpochResult, JobRun
+from react.backends.gpu.cuda import MULTICAST_OFF, GpuError
 from react.backends.gpu.eventclock import check_stamp
 from react.backends.gpu.rank import MODES, gpu_job_spec
-from react.backends.gpu.world import MULTICAST_OFF, GpuError
-from react.controller import Controller
-from react.pattern import Pattern
+from react.control.backend import JobRun
+from react.control.controller import Controller
+from react.model.observation import EpochResult
+from react.model.pattern import Pattern
+from react.model.verify import verify
+from react.runtime.launcher import Progress, run_info
 from react.runtime.schedule import chunk_bounds, flow_ranges
-from react.verify import verify
 
 __all__ = ["GpuJob", "epoch_spans", "flow_bytes", "visible_gpus"]
 
 
 def visible_gpus() -> int:
     """GPUs torch sees on this host; :class:`GpuError` without torch or CUDA."""
-    from react.backends.gpu.world import import_cuda_torch
+    from react.backends.gpu.cuda import import_cuda_torch
 
     return int(import_cuda_torch().cuda.device_count())
 
@@ -138,7 +140,6 @@ class GpuJob:
 
     def run_job(self, name: str, pattern: Pattern, epochs: int, controller: Controller | None,
                 on_epoch: Callable[[str, int], None] | None = None) -> JobRun:
-        from react.backends.emu.world import _Progress, run_info
         from react.runtime.tuner import read_result, spawn_leader
 
         verify(pattern)  # refused here, before any process starts
@@ -195,7 +196,7 @@ class GpuJob:
                     [*self._python, "-m", "react.backends.gpu.rank", str(job_file)],
                     stdout=subprocess.DEVNULL, stderr=log, env=env))
         self._procs.extend(ranks)
-        progress = _Progress(tuner, name, epochs, on_epoch) if tuner is not None else None
+        progress = Progress(tuner, name, epochs, on_epoch) if tuner is not None else None
         try:
             self._wait(name, ranks, logs, tuner, epochs)
         finally:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from react.pattern import Pattern
+from react.model.pattern import Pattern
 from react.runtime.schedule import ScheduleError, chunk_bounds, flow_ranges, rank_program
 
 __all__ = ["GpuGroup", "GpuOp", "GpuPlan", "gpu_plan", "posting_key"]

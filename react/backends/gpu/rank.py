@@ -43,8 +43,8 @@ from typing import Any
 import numpy as np
 
 from react.backends.gpu.eventclock import check_stamp
-from react.errors import ReactError
-from react.pattern import Pattern
+from react.model.errors import ReactError
+from react.model.pattern import Pattern
 from react.runtime.timings import RankEpochTimings
 
 __all__ = ["FORMAT", "MODES", "gpu_job_spec", "main", "rank_loop", "run_gpu_rank"]
@@ -210,7 +210,7 @@ class _Nccl:
 
 def run_gpu_rank(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The rank's whole life (module docstring); returns the record it wrote."""
-    from react.backends.gpu.world import close_gpu_world, init_gpu_world
+    from react.backends.gpu.cuda import close_gpu_world, init_gpu_world
     from react.runtime.rank import element_count, rank_input
     from react.runtime.reference import expected_output, initial_buffer
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from react.errors import ReactError
+from react.model.errors import ReactError
 from react.patterns import patterns_at
 from react.runtime.reference import expected_output, initial_buffer
 from react.runtime.timings import RankEpochTimings, merge_epoch
@@ -144,7 +144,7 @@ def check_all(count: int = 1 << 16, *, lanes: int = 4, graph: bool = False) -> d
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from react.backends.gpu.world import close_gpu_world, init_gpu_world
+    from react.backends.gpu.cuda import close_gpu_world, init_gpu_world
 
     parser = argparse.ArgumentParser(prog="python -m react.backends.gpu.selfcheck",
                                      description=__doc__.split("\n\n")[0])

@@ -11,8 +11,9 @@ and background flows between batches. The child stops when the run ends (or when
 becomes one :class:`Ns3Error` naming what was running.
 
 Modules: :mod:`~react.backends.ns3.spec` (the scenario's ``[ns3]`` table),
-:mod:`~react.backends.ns3.plan` (the scenario as cables, routes and TCP defaults; what is not
-supported), :mod:`~react.backends.ns3.world` (:class:`Ns3Backend`, ``scenario_jobs``).
+:mod:`~react.backends.ns3.plan` (a topology as cables, routes and TCP defaults; what is not
+supported), :mod:`~react.backends.ns3.engine` (:class:`Ns3Backend`); a scenario becomes its
+world in :mod:`react.run.worlds.ns3`.
 """
 
 from react.backends.ns3.errors import (

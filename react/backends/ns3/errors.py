@@ -1,8 +1,8 @@
-"""Errors of the ns-3 backend, one family under :class:`react.errors.ReactError`."""
+"""Errors of the ns-3 backend, one family under :class:`react.model.errors.ReactError`."""
 
 from __future__ import annotations
 
-from react.errors import ReactError
+from react.model.errors import ReactError
 
 
 class Ns3Error(ReactError, RuntimeError):

@@ -1,4 +1,4 @@
-"""A scenario as the ns-3 child's plain-number world: cables, routes, TCP defaults, background.
+"""A topology as the ns-3 child's plain-number world: cables, routes, TCP defaults, background.
 
 Pure Python (no ns-3): everything here is checked, and every unsupported feature refused with an
 :class:`~react.backends.ns3.errors.Ns3UnsupportedError`, before a child process is started.
@@ -21,17 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from flowsim.routing import Router
 from flowsim.topology import Topology
 from react.backends.ns3.errors import Ns3UnsupportedError
 from react.backends.ns3.spec import Ns3Spec
 
-if TYPE_CHECKING:
-    from react.scenario import Scenario
-
-__all__ = ["MAX_PORT", "Fabric", "tcp_defaults", "world_request"]
+__all__ = ["MAX_PORT", "Fabric", "tcp_defaults"]
 
 MAX_PORT = 39_151
 """Largest scenario port: connection ``port`` listens on TCP port 10000 + port, below ns-3's
@@ -148,53 +144,3 @@ def tcp_defaults(spec: Ns3Spec) -> dict[str, str]:
     }
     defaults.update(spec.attributes)
     return defaults
-
-
-def world_request(scenario: Scenario, spec: Ns3Spec, fabric: Fabric,
-                  done: set[tuple[str, str, int]]) -> dict[str, Any]:
-    """The ``build`` request for ``scenario``: fabric, defaults, failures, background flows."""
-    rate_changes = []
-    for f in scenario.failures:
-        if f.capacity_bps <= 0:
-            raise Ns3UnsupportedError(
-                f"ns-3 backend: {scenario.source}: the failure of {f.src}->{f.dst} sets "
-                f"capacity_bps = {f.capacity_bps:g}; ns-3 models partial failures only (use a "
-                "small positive capacity)")
-        cable, side = fabric.cable_of(f.src, f.dst)
-        rate_changes.append([cable, side, f.at_s + spec.warmup_s, f.capacity_bps])
-        if f.recover_s is not None:
-            original = scenario.topology.link(f.src, f.dst).capacity_bps
-            rate_changes.append([cable, side, f.recover_s + spec.warmup_s, original])
-    background = []
-    pairs = []
-    for i, bg in enumerate(scenario.background):
-        if bg.kind != "long_lived":
-            raise Ns3UnsupportedError(
-                f"ns-3 backend: {scenario.source}: background[{i}] is {bg.kind!r}; the ns-3 "
-                "backend runs long_lived background flows only")
-        for k in range(bg.p):
-            port = bg.port + k
-            if port > MAX_PORT:
-                raise Ns3UnsupportedError(
-                    f"ns-3 backend: background[{i}] uses port {port}; at most {MAX_PORT}")
-            start = 0.0 if not bg.start_s else bg.start_s + spec.warmup_s
-            stop = None if bg.stop_s is None else bg.stop_s + spec.warmup_s
-            background.append([fabric.index[bg.src], fabric.index[bg.dst], port, start, stop])
-            pairs.append((bg.src, bg.dst, port))
-    for job in scenario.jobs:
-        if job.connections - 1 > MAX_PORT:
-            raise Ns3UnsupportedError(
-                f"ns-3 backend: job {job.name} has {job.connections} connections; at most "
-                f"{MAX_PORT + 1}")
-    return {
-        "seed": scenario.seed,
-        "hosts": fabric.hosts,
-        "switches": fabric.switches,
-        "cables": [list(c) for c in fabric.cables],
-        "defaults": tcp_defaults(spec),
-        "globals": {"ChecksumEnabled": "false"},
-        "device_queue_packets": 1,
-        "rate_changes": rate_changes,
-        "routes": fabric.routes(pairs, done),
-        "background": background,
-    }

@@ -49,7 +49,7 @@ _KEYS = ("warmup_s", "timeout_s", "segment_bytes", "dctcp_g", "red_min_packets",
 
 
 def parse_ns3_table(t: Any) -> Ns3Spec:
-    """Validate a scenario's ``[ns3]`` table (a :class:`react.scenario._Table`)."""
+    """Validate a scenario's ``[ns3]`` table (a :class:`react.run.scenario._Table`)."""
     d = Ns3Spec()
     spec = Ns3Spec(
         warmup_s=t.number("warmup_s", d.warmup_s),

@@ -8,8 +8,8 @@ The leader (:class:`TunerLeader`, its own process: ``python -m react.runtime.tun
 SPEC.json --out RESULT.json``) accepts one control connection per rank
 (:mod:`react.runtime.channel`), estimates each rank's clock offset, merges every epoch's
 :class:`~react.runtime.timings.RankEpochTimings` into an
-:class:`~react.backends.base.EpochResult` (:func:`~react.runtime.timings.merge_epoch`, with the
-pattern that epoch ran) and hands it to a :class:`~react.tuning.TuningLoop`, the same closed loop
+:class:`~react.model.observation.EpochResult` (:func:`~react.runtime.timings.merge_epoch`, with the
+pattern that epoch ran) and hands it to a :class:`~react.control.loop.TuningLoop`, the same closed loop
 the simulator's jobs use. Each rank runs a :class:`TunerClient`: :meth:`TunerClient.report` hands
 an epoch's timings to a background thread and returns at once; :meth:`TunerClient.pattern_for`
 names the pattern an epoch runs.
@@ -32,7 +32,7 @@ Failures: the job always finishes
     with its peers). Causes: the leader's connection fails (EOF when the leader process dies, a
     socket error, a malformed or oversize message), no answer within ``timeout_s``, a ``stop``
     from the leader, or a switch it rejects.
-    A received pattern is used only if it parses, passes :func:`react.verify.verify`, implements
+    A received pattern is used only if it parses, passes :func:`react.model.verify.verify`, implements
     the same collective (kind, ranks, chunks, root) as the job's pattern and switches at an epoch
     the rank has not run yet; otherwise the rank logs why, sends ``reject`` and freezes. The
     leader, on a ``reject``, a lost rank or a timing record it cannot merge, stops tuning (sends

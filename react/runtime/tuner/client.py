@@ -10,8 +10,9 @@ import threading
 import time
 from typing import Any
 
-from react.errors import PatternError, ReactError
-from react.pattern import Pattern
+from react.model.errors import PatternError, ReactError
+from react.model.pattern import Pattern
+from react.model.verify import verify
 from react.runtime.channel import (
     MAX_MESSAGE_BYTES,
     Channel,
@@ -29,7 +30,6 @@ from react.runtime.tuner.messages import (
     _number,
     pattern_fingerprint,
 )
-from react.verify import verify
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from react.controller import Controller, ControllerConfig, Decision
-from react.errors import ReactError
-from react.pattern import Pattern
+from react.control.controller import Controller, ControllerConfig, Decision
+from react.control.loop import TuningLoop
+from react.model.errors import ReactError
+from react.model.pattern import Pattern
+from react.model.verify import verify
 from react.runtime.channel import (
     MAX_MESSAGE_BYTES,
     Channel,
@@ -44,8 +46,6 @@ from react.runtime.tuner.messages import (
     _swap_to_dict,
     pattern_fingerprint,
 )
-from react.tuning import TuningLoop
-from react.verify import verify
 
 log = logging.getLogger(__name__)
 

@@ -11,14 +11,14 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from react.backends.base import EpochResult, FlowTiming
-from react.controller import Decision
-from react.errors import ReactError
-from react.pattern import Pattern
+from react.control.controller import Decision
+from react.model.errors import ReactError
+from react.model.observation import EpochResult, FlowTiming
+from react.model.pattern import Pattern
+from react.model.transforms import ChunkLocalSwap, GlobalSwap, PositionSwap, Swap
 from react.runtime.channel import (
     MessageError,
 )
-from react.transforms import ChunkLocalSwap, GlobalSwap, PositionSwap, Swap
 
 RESULT_FORMAT = "react-tuner-result/1"
 PROTOCOL_VERSION = 1
@@ -83,7 +83,7 @@ def read_result(
 ) -> tuple[list[EpochResult], list[Pattern], list[Decision]]:
     """Read a leader's result file: every epoch's result, the pattern each ran, the decisions.
 
-    The three lists are what :class:`react.jobs.JobRun` holds (``results``, ``patterns`` one per
+    The three lists are what :class:`react.run.driver.JobRun` holds (``results``, ``patterns`` one per
     epoch, ``decisions``), so ``JobRun(name, *read_result(path))`` reports like a simulated job.
     """
     try:

@@ -1,0 +1,1 @@
+from react.backends.sim.engine import SimBackend

@@ -1,0 +1,100 @@
+"""Critical paths over the TEN weighted by FCTs (§5.4.1)."""
+
+import pytest
+
+from react.model.critical import CriticalPath, critical_path, schedule
+from react.model.errors import ReactError
+from react.model.pattern import Chunk, Flow, Pattern
+
+
+def chain_pattern():
+    # Two independent chains over chunks 0 and 1:
+    #   chunk 0: 1->0 (step 1), 0->2 (step 2)       weights 1 + 5 = 6
+    #   chunk 1: 3->0 (step 1), 0->1 (step 2)       weights 4 + 1 = 5
+    return Pattern(
+        "broadcast",
+        (0, 1, 2, 3),
+        (Chunk(0, 0.5), Chunk(1, 0.5)),
+        (Flow(1, 1, 0, (0,)), Flow(2, 0, 2, (0,)), Flow(1, 3, 0, (1,)), Flow(2, 0, 1, (1,))),
+        root=0,
+    )
+
+
+def test_critical_path_follows_the_longest_chain():
+    p = chain_pattern()
+    weights = {Flow(1, 1, 0, (0,)): 1.0, Flow(2, 0, 2, (0,)): 5.0,
+               Flow(1, 3, 0, (1,)): 4.0, Flow(2, 0, 1, (1,)): 1.0}
+    path = critical_path(p, [weights[f] for f in p.flows])
+    assert [p.flows[i] for i in path.flows] == [Flow(1, 1, 0, (0,)), Flow(2, 0, 2, (0,))]
+    assert path.length_s == pytest.approx(6.0)
+
+
+def test_critical_path_respects_chunk_independence():
+    # 0->2 carries chunk 0 only, so it does not wait for 3->0 (chunk 1) even if that is slow:
+    # chunk 1's chain 9 + 1 = 10 beats chunk 0's 1 + 5 = 6.
+    p = chain_pattern()
+    weights = {Flow(1, 1, 0, (0,)): 1.0, Flow(2, 0, 2, (0,)): 5.0,
+               Flow(1, 3, 0, (1,)): 9.0, Flow(2, 0, 1, (1,)): 1.0}
+    path = critical_path(p, [weights[f] for f in p.flows])
+    assert [p.flows[i] for i in path.flows] == [Flow(1, 3, 0, (1,)), Flow(2, 0, 1, (1,))]
+    assert path.length_s == pytest.approx(10.0)
+
+
+def test_critical_path_rejects_wrong_weights():
+    with pytest.raises(ReactError, match="expected 4 flow weights"):
+        critical_path(chain_pattern(), [1.0, 2.0])
+    with pytest.raises(ReactError, match="non-negative"):
+        critical_path(chain_pattern(), [1.0, -2.0, 1.0, 1.0])
+
+
+def test_schedule_starts_each_flow_when_its_waits_end():
+    # chunk 0: 1->0 takes 1, then 0->2 (waits for it) takes 5: [0, 1], [1, 6];
+    # chunk 1: 3->0 takes 4, then 0->1 takes 1: [0, 4], [4, 5].
+    p = chain_pattern()
+    weights = {Flow(1, 1, 0, (0,)): 1.0, Flow(2, 0, 2, (0,)): 5.0,
+               Flow(1, 3, 0, (1,)): 4.0, Flow(2, 0, 1, (1,)): 1.0}
+    start, end = schedule(p, [weights[f] for f in p.flows])
+    expected = {Flow(1, 1, 0, (0,)): (0.0, 1.0), Flow(2, 0, 2, (0,)): (1.0, 6.0),
+                Flow(1, 3, 0, (1,)): (0.0, 4.0), Flow(2, 0, 1, (1,)): (4.0, 5.0)}
+    assert {f: (s, e) for f, s, e in zip(p.flows, start, end, strict=True)} == expected
+    assert end.max() == critical_path(p, [weights[f] for f in p.flows]).length_s
+
+
+def test_critical_path_breaks_ties_towards_the_lowest_flow():
+    # 1->0 and 3->0 (step 1) both end at 2; 0->2 (step 2) waits for rank 0's step 1, so it
+    # starts at 2 and ends at 3. Two chains of length 3: the one through the lower index wins.
+    p = Pattern("broadcast", (0, 1, 2, 3), (Chunk(0, 1.0),),
+                (Flow(1, 1, 0, (0,)), Flow(1, 3, 0, (0,)), Flow(2, 0, 2, (0,))), root=0)
+    path = critical_path(p, [2.0, 2.0, 1.0])
+    assert path.flows == (0, 2) and path.length_s == 3.0
+    # 3->0 slower: the chain goes through it, 3 + 1 = 4.
+    assert critical_path(p, [2.0, 3.0, 1.0]).flows == (1, 2)
+    # Nothing takes time: every flow ends at 0; the path is the first flow alone.
+    assert critical_path(p, [0.0, 0.0, 0.0]).flows == (0,)
+    # Under the dataflow rule 0->2 waits for each flow into 0 carrying chunk 0: the same.
+    assert critical_path(p, [2.0, 2.0, 1.0], "dataflow").flows == (0, 2)
+
+
+@pytest.mark.parametrize("execution", ["algorithm2", "dataflow"])
+def test_large_patterns_run_on_arrays_as_flow_by_flow(execution):
+    import numpy as np
+
+    from react.model.critical import ARRAY_FLOWS, _forward_in_order
+    from react.model.execution import gates
+    from react.patterns import allgather_recursive_doubling, allreduce_double_binary_tree
+    # Above ARRAY_FLOWS the pass runs one step at a time on arrays; the pass in flow order
+    # must give the same starts, ends and chain, with random, tied and zero weights.
+    rng = np.random.default_rng(3)
+    for p in (allreduce_double_binary_tree(128), allgather_recursive_doubling(64)):
+        assert len(p.flows) >= ARRAY_FLOWS
+        for w in (rng.uniform(0, 1, len(p.flows)), rng.integers(0, 3, len(p.flows)) * 0.5,
+                  np.zeros(len(p.flows))):
+            begin, finish, before = _forward_in_order(gates(p, execution), w.tolist())
+            start, end = schedule(p, w, execution)
+            assert start.tolist() == begin and end.tolist() == finish
+            last = max(range(len(finish)), key=lambda i: (finish[i], -i))
+            chain = [last]
+            while before[chain[-1]] >= 0:
+                chain.append(before[chain[-1]])
+            assert critical_path(p, w, execution) == CriticalPath(tuple(reversed(chain)),
+                                                                   finish[last])
