@@ -40,7 +40,6 @@ writes every result, so the store has a single writer.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib
 import itertools
@@ -60,9 +59,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from react.commands.argtypes import positive_int
 from react.model.errors import ReactError
-from react.run.store import DEFAULT_STORE, ResultStore, RunRecord, StoreError
+from react.run.store import ResultStore, RunRecord
 from react.run.tomlfile import read_toml
 
 __all__ = [
@@ -72,12 +70,10 @@ __all__ = [
     "SweepError",
     "SweepSpec",
     "SweepSummary",
-    "add_parsers",
     "code_version",
     "execute",
     "expand",
     "load_spec",
-    "main",
     "parse_spec",
     "run_point",
     "scenario_points",
@@ -95,9 +91,6 @@ REACT_CHOICES: dict[str, tuple[str, ...]] = {
 """A spec's ``react`` value and the runs it makes of every point, in order."""
 
 _SPEC_KEYS = ("name", "description", "base", "seeds", "react", "warmup_epochs", "runner", "grid")
-
-EXIT_FAILED = 1
-EXIT_INTERRUPTED = 130
 
 
 class SweepError(ReactError, ValueError):
@@ -699,125 +692,3 @@ def _progress_bar(total: int, enabled: bool, stream: TextIO | None, name: str) -
     # disable=None: no bar when the stream is not a terminal (CI logs, pipes), as `react run`
     return tqdm(total=total, desc=f"sweep {name}", unit="run", file=stream or sys.stderr,
                 disable=None if enabled else True, dynamic_ncols=True, postfix="failed 0")
-
-
-# -- command line ----------------------------------------------------------------------------------
-def add_parsers(sub: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> None:
-    """Add the ``sweep`` and ``report`` subcommands to an argparse subparsers object.
-
-    Each subcommand sets ``handler(args, out) -> exit status``, as ``react.cli`` expects.
-    """
-    sweep = sub.add_parser(
-        "sweep", parents=list(parents), help="run a sweep spec: a grid of scenarios and seeds",
-        description="Run every point of a sweep spec (TOML: base scenario, [grid], seeds, see "
-                    "react/run/sweep.py), with and without REACT, recording each run in the results "
-                    "store as it finishes. Rerunning skips finished runs, so an interrupted "
-                    "sweep resumes where it stopped. Exit status 1 if any run failed.",
-        epilog="Example: react sweep experiments/sweeps/tree_star_p.toml --workers 2",
-    )
-    sweep.add_argument("spec", metavar="SPEC", help="sweep spec TOML file")
-    sweep.add_argument("--store", metavar="PATH", default=str(DEFAULT_STORE),
-                       help=f"results store (SQLite; default {DEFAULT_STORE})")
-    sweep.add_argument("--workers", type=positive_int, metavar="N",
-                       help="local worker processes (default: one per CPU; 1: in this process)")
-    sweep.add_argument("--dask", metavar="ADDRESS",
-                       help="run on the Dask scheduler at ADDRESS ('local': a LocalCluster)")
-    sweep.add_argument("--no-progress", action="store_true", help="no progress bar")
-    sweep.set_defaults(handler=cmd_sweep)
-
-    report = sub.add_parser(
-        "report", parents=list(parents), help="tables of a results store: REACT vs baseline",
-        description="One row per sweep point and job: mean algorithm bandwidth without and "
-                    "with REACT and the gain, p95 collective time, pattern changes and the "
-                    "epoch REACT settled at.",
-    )
-    report.add_argument("--store", metavar="PATH", default=str(DEFAULT_STORE),
-                        help=f"results store to read (default {DEFAULT_STORE})")
-    report.add_argument("--sweep", metavar="NAME", help="only the runs of this sweep")
-    report.add_argument("--csv", metavar="OUT", help="also write the table as CSV")
-    report.add_argument("--html", metavar="DIR", help="also write one self-contained HTML page "
-                        "per stored pair of runs (re-run from the stored scenario) and an index")
-    report.add_argument("--pages", type=positive_int, default=20, metavar="N",
-                        help="at most N pages with --html (default 20)")
-    report.set_defaults(handler=cmd_report)
-
-
-def cmd_sweep(args: argparse.Namespace, out: TextIO) -> int:
-    """``react sweep``: validate everything, then open the store, then run."""
-    spec = load_spec(args.spec)
-    points = expand(spec)
-    with ResultStore(args.store) as store:
-        pairs = len({p.pair_key for p in points})
-        print(f"sweep {spec.name}: {pairs} scenario points x {len(REACT_CHOICES[spec.react])} "
-              f"= {len(points)} runs -> {args.store}", file=out)
-        out.flush()
-        summary = execute(points, store, workers=args.workers, dask=args.dask,
-                          progress=not args.no_progress)
-    for line in _summary_lines(summary, args.store):
-        print(line, file=out)
-    if summary.interrupted:
-        return EXIT_INTERRUPTED
-    return EXIT_FAILED if summary.failed or not summary.complete else 0
-
-
-def _summary_lines(summary: SweepSummary, store: str) -> Iterable[str]:
-    yield (f"{summary.ok} ok, {summary.failed} failed, {summary.skipped} already done, "
-           f"{summary.not_run} not run (of {summary.total})")
-    for record in summary.failures[:10]:
-        params = " ".join(f"{k}={v}" for k, v in record.params.items())
-        first = (record.error or "").splitlines()[0] if record.error else ""
-        yield f"  failed: {params} seed={record.seed} react={record.react}: {first}"
-    if len(summary.failures) > 10:
-        yield f"  ... and {len(summary.failures) - 10} more ('react report --store {store}')"
-    if summary.interrupted:
-        yield "interrupted: finished runs are stored; run the same command again to resume"
-    if summary.broken:
-        yield f"stopped: {summary.broken}"
-
-
-def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
-    """``react report``: the REACT-vs-baseline table of a store, and optionally its CSV."""
-    from react.run.store import format_report, report_rows, write_report_csv
-
-    with ResultStore(args.store, create=False) as store:
-        runs = store.runs(sweep=args.sweep)
-    if not runs:
-        which = f" of sweep {args.sweep!r}" if args.sweep else ""
-        raise StoreError(f"results store {args.store!r} holds no runs{which}")
-    rows = report_rows(runs)
-    for line in format_report(rows):
-        print(line, file=out)
-    failed = sum(r.status == "failed" for r in runs)
-    gains = [r["algbw_gain"] for r in rows if r["algbw_gain"] is not None]
-    mean_gain = f"; mean algbw gain {sum(gains) / len(gains):+.1%}" if gains else ""
-    print(f"{len(runs)} runs ({failed} failed), {len(rows)} rows{mean_gain}", file=out)
-    if args.html:
-        from react.show.sweeppage import write_store_pages
-
-        pages = write_store_pages(args.html, runs, limit=args.pages,
-                                  base_dir=Path(args.store).resolve().parent)
-        print(f"wrote {len(pages) - 1} page(s) and {pages[-1]}", file=out)
-    if args.csv:
-        write_report_csv(args.csv, rows)
-        print(f"wrote {args.csv}", file=out)
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m react.run.sweep sweep SPEC`` / ``report``: the same commands as ``react``.
-
-    Errors in the input print one line ``react: error: ...`` on stderr, exit status 2.
-    """
-    parser = argparse.ArgumentParser(prog="python -m react.run.sweep")
-    add_parsers(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return int(args.handler(args, sys.stdout))
-    except (ReactError, OSError) as exc:
-        print(f"react: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-

@@ -7,6 +7,6 @@ say which scenarios got better, which got worse and which decisions changed. A *
 machinery), twice in separate processes to prove it deterministic; :mod:`react.run.regress.golden`
 records one small JSON file per case; :mod:`react.run.regress.compare` compares a rerun with it;
 :mod:`react.run.regress.render` writes the terminal table, a Markdown summary and JUnit XML;
-:mod:`react.commands.regress` is the ``react regress`` command (also ``python -m react.run.regress``).
+:mod:`react.commands.regress` is the ``react regress`` command (also ``python -m react regress``).
 Controllers other than REACT come from :mod:`react.control.policies`.
 """

@@ -278,6 +278,6 @@ def test_ns3_shorter_round_trip_wins_and_the_other_ramps_slowly(ns3_child):
     assert near < 0.7 * 324e-6 and far > 1.3 * 324e-6
     assert (near, far) == pytest.approx((207e-6, 497e-6), rel=0.03)
     # the TCP-aware mode: the last flow within 10% of ns-3's
-    tcp = run_scenario(parse_scenario({**data, "backend": "sim", "sharing": "tcp"}))
+    tcp = run_scenario(parse_scenario(data).with_backend("sim").with_sharing("tcp"))
     last = max(r.results[0].flows[0].end_s for r in tcp.values())
     assert last == pytest.approx(far, rel=0.10)

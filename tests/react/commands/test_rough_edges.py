@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from react import cli
+from react.commands import run as run_command
 from react.cli import main
 from react.control.controller import Decision
 from react.model.transforms import global_swap
@@ -100,7 +100,7 @@ def test_ctrl_c_during_run_is_one_line_and_status_130(monkeypatch, capsys):
     def interrupted(args, out):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_cmd_run", interrupted)  # the parser is built inside main
+    monkeypatch.setattr(run_command, "cmd_run", interrupted)  # the parser is built inside main
     assert main(["run", "whatever.toml"]) == 130
     assert _one_line_error(capsys) == "react: interrupted"
 
@@ -135,12 +135,22 @@ def test_react_demo_folder_is_ignored_by_git():
 
 
 # -- words -----------------------------------------------------------------------------------------
-def test_one_entry_is_singular():
-    from react.run.sweep import _missing
+def test_one_entry_is_singular(tmp_path):
+    from react.run.sweep import SweepError, parse_spec
 
-    assert _missing({"background": [{"p": 1}]}, "background.3.p").startswith(
-        "has 1 entry in background;")
-    assert "has 2 entries" in _missing({"background": [{}, {}]}, "background.5")
+    def grid_error(entries: int, key: str) -> str:
+        background = "".join('[[background]]\nkind = "long_lived"\nsrc = "h2"\ndst = "h0"\n'
+                             for _ in range(entries))
+        (tmp_path / "base.toml").write_text(
+            '[topology]\nname = "star"\nn = 3\n[[jobs]]\nname = "j"\n'
+            'collective = "allreduce_ring"\nranks = 2\nmessage_bytes = 1e6\nepochs = 1\n'
+            + background)
+        with pytest.raises(SweepError) as err:
+            parse_spec({"base": "base.toml", "grid": {key: [1, 2]}}, spec_dir=tmp_path)
+        return str(err.value)
+
+    assert "has 1 entry in background;" in grid_error(1, "background.3.p")
+    assert "has 2 entries" in grid_error(2, "background.5")
 
 
 @pytest.mark.parametrize("action", ["show", "verify", "draw", "export"])

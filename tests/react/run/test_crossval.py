@@ -65,9 +65,9 @@ def test_crossval_unknown_backend_is_refused_before_running(tmp_path):
     path = tmp_path / "tiny.toml"
     path.write_text(TINY)
     with pytest.raises(CrossvalError, match="backend 'ns4' does not exist"):
-        from react.run.crossval import _variant
+        from react.run.crossval import variant
 
-        _variant("ns4")
+        variant("ns4")
     assert main(["crossval", str(path), "--backends", "sim,ns4", "--no-progress"]) == 2
 
 

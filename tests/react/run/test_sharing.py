@@ -1,4 +1,4 @@
-"""The scenario's ``sharing`` key: exact max-min by default, the TCP-aware mode on request."""
+"""The ``[sim] sharing`` key: exact max-min by default, the TCP-aware mode on request."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ DOC = {
 
 def test_sharing_defaults_to_exact_max_min():
     scenario = parse_scenario(DOC)
-    assert scenario.sharing == "maxmin"
+    assert scenario.sim.sharing == "maxmin"
     assert not isinstance(build_network(scenario), TcpNetwork)
 
 
 def test_tcp_sharing_runs_on_the_tcp_aware_network():
-    scenario = parse_scenario({**DOC, "sharing": "tcp"})
+    scenario = parse_scenario({**DOC, "sim": {"sharing": "tcp"}})
     net = build_network(scenario)
     assert isinstance(net, TcpNetwork)
     # 2-rank ring, 2 MB: two steps of one 1 MB flow each way. Max-min: 80 µs + 2 µs per step.
@@ -37,7 +37,20 @@ def test_tcp_sharing_runs_on_the_tcp_aware_network():
     assert exact == pytest.approx(2 * 82e-6, rel=1e-9)
 
 
+def test_top_level_sharing_still_works_and_warns_where_it_moved():
+    with pytest.warns(FutureWarning, match=r"write it in the \[sim\] table: \[sim\] sharing = 'tcp'"):
+        scenario = parse_scenario({**DOC, "sharing": "tcp"})
+    assert scenario.sim.sharing == "tcp"
+    assert isinstance(build_network(scenario), TcpNetwork)
+    # the table's own key wins over the old one
+    with pytest.warns(FutureWarning):
+        both = parse_scenario({**DOC, "sharing": "tcp", "sim": {"sharing": "maxmin"}})
+    assert both.sim.sharing == "maxmin"
+
+
 def test_bad_sharing_is_named():
+    with pytest.raises(ScenarioError, match=r"sim.sharing = 'fair': expected one of maxmin, tcp"):
+        parse_scenario({**DOC, "sim": {"sharing": "fair"}})
     with pytest.raises(ScenarioError, match=r"sharing = 'fair': expected one of maxmin, tcp"):
         parse_scenario({**DOC, "sharing": "fair"})
     with pytest.raises(ScenarioError, match="sharing 'x' does not exist"):

@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from react.cli import main
 from react.model.errors import ReactError
 from react.run.store import ResultStore
 from react.run.sweep import (
@@ -24,7 +25,6 @@ from react.run.sweep import (
     execute,
     expand,
     load_spec,
-    main,
     run_point,
 )
 
