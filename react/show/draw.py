@@ -156,17 +156,35 @@ def _draw_into(
     title: str | None,
 ) -> None:
     row = {r: i for i, r in enumerate(pattern.ranks)}
-    steps = pattern.num_steps
     graphs = pattern.chunk_graphs()
     colours = [_PALETTE[g % len(_PALETTE)] for g in range(len(graphs))]
+    _draw_vertices(ax, pattern.num_steps, row, ranks_hl, marked)
+    _draw_flows(ax, pattern, row, colours, flows_hl, bold)
+    _label_axes(ax, pattern, ranks_hl, marked, title)
+    _legend(ax, pattern.n, colours, highlighted=bool(flows_hl or ranks_hl), marked=bool(marked))
 
-    # Vertices: a light dot per (step, rank); red or blue rows for highlighted / marked ranks.
+
+def _draw_vertices(
+    ax: Axes, steps: int, row: dict[int, int], ranks_hl: set[int], marked: set[int]
+) -> None:
+    """A light dot per (step, rank); red or blue rows for highlighted / marked ranks."""
     for r, i in row.items():
         colour = HIGHLIGHT if r in ranks_hl else MARK if r in marked else "#555555"
         size = 22 if (r in ranks_hl or r in marked) else 9
         ax.scatter(range(steps + 1), [i] * (steps + 1), s=size, color=colour, zorder=3,
                    linewidths=0)
 
+
+def _draw_flows(
+    ax: Axes,
+    pattern: Pattern,
+    row: dict[int, int],
+    colours: list[str],
+    flows_hl: set[Flow],
+    bold: set[Flow],
+) -> None:
+    """One arrow per flow; once some flows are emphasised, the others fade so that they stand
+    out."""
     # Several flows between the same two vertices (one per chunk graph) bend apart.
     parallel: dict[tuple[int, int, int], list[Flow]] = {}
     for f in pattern.flows:
@@ -187,6 +205,12 @@ def _draw_into(
             )
             ax.add_patch(arrow)
 
+
+def _label_axes(
+    ax: Axes, pattern: Pattern, ranks_hl: set[int], marked: set[int], title: str | None
+) -> None:
+    """Steps along x, ranks down y (rank 0 on top, as in the paper), no frame."""
+    steps = pattern.num_steps
     ax.set_xlim(-0.4, steps + 0.4)
     ax.set_ylim(pattern.n - 0.5, -0.5)  # rank 0 on top
     ax.set_xticks(range(steps + 1))
@@ -209,22 +233,26 @@ def _draw_into(
         title = f"{pattern.name or 'pattern'} ({pattern.kind}, n={pattern.n})"
     ax.set_title(title, fontsize=10)
 
+
+def _legend(ax: Axes, n: int, colours: list[str], *, highlighted: bool, marked: bool) -> None:
+    """Below the axes; one entry per chunk graph only while there are few enough to tell
+    apart."""
     handles = [
         Line2D([], [], color="#333333", linestyle="-", label="reduce"),
         Line2D([], [], color="#333333", linestyle=(0, (4, 2)), label="copy"),
     ]
-    if len(graphs) <= 4:
+    if len(colours) <= 4:
         handles += [
             Line2D([], [], color=colours[g], linewidth=2, label=f"chunk graph {g}")
-            for g in range(len(graphs))
+            for g in range(len(colours))
         ]
     else:
-        handles.append(Line2D([], [], color="none", label=f"{len(graphs)} chunk graphs, "
+        handles.append(Line2D([], [], color="none", label=f"{len(colours)} chunk graphs, "
                                                            "one colour each"))
-    if flows_hl or ranks_hl:
+    if highlighted:
         handles.append(Line2D([], [], color=HIGHLIGHT, linewidth=2.5, label="highlighted"))
     if marked:
         handles.append(Line2D([], [], color=MARK, marker="o", linestyle="none",
                               label="swapped ranks"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.09 - 0.3 / pattern.n),
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.09 - 0.3 / n),
               ncol=min(len(handles), 4), fontsize=8, frameon=False)

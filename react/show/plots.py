@@ -176,13 +176,10 @@ def plot_improvement(
         raise ReactError("plot_improvement: no paired runs to plot")
     labels = {**MODE_LABELS, **(mode_labels or {})}
     xs = sorted({_key_value(r.params, x) for r in rows}, key=_order)
-    bars: dict[tuple[Any, ...], dict[Any, list[float]]] = {}
-    for r in rows:
-        key = (r.job, r.react, _key_value(r.params, series))
-        bars.setdefault(key, {}).setdefault(_key_value(r.params, x), []).append(100 * r.gain)
+    bars = _gains_per_bar(rows, x, series)
     keys = sorted(bars, key=lambda k: (_order(k[2]), k[0], k[1]))
-    jobs = {k[0] for k in keys}
-    modes = {k[1] for k in keys}
+    several_jobs = len({k[0] for k in keys}) > 1
+    several_modes = len({k[1] for k in keys}) > 1
     width = 0.8 / len(keys)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(xs) + 0.3 * len(keys)), 4.2))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -192,25 +189,12 @@ def plot_improvement(
         if series is not None:
             parts.append(series_format.format(_tick(s)) if series_format
                          else f"{series_label or readable_key(series)}={_tick(s)}")
-        if len(jobs) > 1:
+        if several_jobs:
             parts.append(job)
-        if len(modes) > 1 or not parts:
+        if several_modes or not parts:
             parts.append(labels.get(mode, mode))
-        offset = (i - (len(keys) - 1) / 2) * width
-        means, positions = [], []
-        for j, xv in enumerate(xs):
-            gains = bars[key].get(xv)
-            if not gains:
-                continue
-            positions.append(j + offset)
-            means.append(sum(gains) / len(gains))
-            ax.plot([j + offset] * len(gains), gains, ".", color="black", markersize=3,
-                    alpha=0.6, zorder=3)
-        colour = colours[i % len(colours)]
-        if means and all(abs(m) < _FLAT_PCT for m in means):
-            parts.append(f"no change at any point (|mean| < {_FLAT_PCT:g}%)")
-        ax.bar(positions, means, width=width * 0.95, color=colour, edgecolor=colour,
-               linewidth=2.0, label=", ".join(parts), zorder=2)
+        _draw_bar(ax, bars[key], xs, offset=(i - (len(keys) - 1) / 2) * width, width=width,
+                  colour=colours[i % len(colours)], label_parts=parts)
     ax.axhline(0, color="grey", linewidth=0.8, zorder=1)
     ax.set_xticks(range(len(xs)), [_tick(v) for v in xs])
     ax.set_xlabel(xlabel or (readable_key(x) if x else ""))
@@ -223,6 +207,45 @@ def plot_improvement(
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _gains_per_bar(
+    rows: Sequence[Improvement], x: str | None, series: str | None
+) -> dict[tuple[Any, ...], dict[Any, list[float]]]:
+    """Each scenario's gain in %, by bar (job, mode, series value) and then by x value."""
+    bars: dict[tuple[Any, ...], dict[Any, list[float]]] = {}
+    for r in rows:
+        key = (r.job, r.react, _key_value(r.params, series))
+        bars.setdefault(key, {}).setdefault(_key_value(r.params, x), []).append(100 * r.gain)
+    return bars
+
+
+def _draw_bar(
+    ax: Any,
+    gains_at: Mapping[Any, list[float]],
+    xs: Sequence[Any],
+    *,
+    offset: float,
+    width: float,
+    colour: str,
+    label_parts: list[str],
+) -> None:
+    """One series of bars, shifted by ``offset`` beside the others at each x value: the mean
+    gain as a bar, every scenario as a dot on it; x values it has no runs at are left empty."""
+    means, positions = [], []
+    for j, xv in enumerate(xs):
+        gains = gains_at.get(xv)
+        if not gains:
+            continue
+        positions.append(j + offset)
+        means.append(sum(gains) / len(gains))
+        ax.plot([j + offset] * len(gains), gains, ".", color="black", markersize=3,
+                alpha=0.6, zorder=3)
+    parts = list(label_parts)
+    if means and all(abs(m) < _FLAT_PCT for m in means):
+        parts.append(f"no change at any point (|mean| < {_FLAT_PCT:g}%)")
+    ax.bar(positions, means, width=width * 0.95, color=colour, edgecolor=colour,
+           linewidth=2.0, label=", ".join(parts), zorder=2)
 
 
 _FLAT_PCT = 0.05
