@@ -31,7 +31,8 @@ from pathlib import Path
 
 from flowsim.topologies import star
 from react.backends.emu import EmuNetwork
-from react.run.scenario import parse_scenario, run_scenario
+from react.run.scenario import parse_scenario
+from react.run.scenario_runs import run_scenario
 
 MIB = 1 << 20
 

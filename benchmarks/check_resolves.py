@@ -27,7 +27,8 @@ from typing import Any
 
 import flowsim.network as engine
 from flowsim.maxmin import water_fill_lists
-from react.run.scenario import ScenarioError, load_scenario, run_scenario
+from react.run.scenario import ScenarioError, load_scenario
+from react.run.scenario_runs import run_scenario
 
 
 def install_check(every: int, rtol: float) -> dict[str, Any]:

@@ -51,7 +51,8 @@ RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 def run_point(doc: dict[str, Any], backend: str) -> dict[str, Any]:
     """One point on one backend: second-batch mean times off and on, and REACT's decisions."""
-    from react.run.scenario import parse_scenario, run_scenario
+    from react.run.scenario import parse_scenario
+    from react.run.scenario_runs import run_scenario
 
     scenario = parse_scenario(doc, source=doc["name"], base_dir=fig5.ROOT)
     scenario = (scenario.with_backend("sim").with_sharing(backend) if backend in ("maxmin", "tcp")

@@ -30,7 +30,8 @@ import numpy as np
 
 from experiments.draws import grown
 from experiments.fig6 import OVERLAPS, REACT_ON, scenario
-from react.run.scenario import parse_scenario, run_scenario
+from react.run.scenario import parse_scenario
+from react.run.scenario_runs import run_scenario
 
 WARMUP = 25
 """Epochs left out of the means, as in the figure."""

@@ -198,7 +198,8 @@ def _value(case: Case, runs: dict[str, Any]) -> float:
 def run_sim(case: Case, sharing: str, model: Any = None) -> tuple[float, float]:
     """``(value in seconds, wall seconds)`` of ``case`` on flowsim in ``sharing`` mode."""
     from flowsim import tcp
-    from react.run.scenario import parse_scenario, run_scenario
+    from react.run.scenario import parse_scenario
+    from react.run.scenario_runs import run_scenario
 
     scenario = parse_scenario(case.doc, source=case.name).with_sharing(sharing)
     defaults = tcp.TcpNetwork.__init__.__kwdefaults__
@@ -220,7 +221,8 @@ def sim_epoch_s(case: Case, sharing: str, epochs: int = 10) -> float:
     before the clock starts (as the ns-3 figure is its simulator's run only), flow records off
     as in a plain run."""
     from react.run.driver import run_jobs
-    from react.run.scenario import forget_flow_records, open_jobs, parse_scenario
+    from react.run.scenario import parse_scenario
+    from react.run.scenario_runs import forget_flow_records, open_jobs
 
     doc = {**case.doc, "jobs": [{**job, "epochs": epochs} for job in case.doc["jobs"]]}
     scenario = parse_scenario(doc, source=case.name).with_sharing(sharing)
@@ -237,7 +239,8 @@ def sim_epoch_s(case: Case, sharing: str, epochs: int = 10) -> float:
 def run_ns3(case: Case) -> tuple[float, float]:
     """``(value in seconds, wall seconds of the simulated epoch)`` of ``case`` on ns-3."""
     from react.run.driver import run_jobs
-    from react.run.scenario import open_jobs, parse_scenario
+    from react.run.scenario import parse_scenario
+    from react.run.scenario_runs import open_jobs
 
     scenario = parse_scenario(case.doc, source=case.name).with_backend("ns3")
     with open_jobs(scenario) as jobs:

@@ -55,7 +55,8 @@ from react.model.pattern import Pattern
 from react.model.swapspace import SwapSpace
 from react.run.driver import JobRun, run_jobs
 from react.run.outdir import experiment_dirs, variant_name
-from react.run.scenario import Scenario, open_jobs, parse_scenario
+from react.run.scenario import Scenario, parse_scenario
+from react.run.scenario_runs import open_jobs
 
 WARMUP = 25
 

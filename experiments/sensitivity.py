@@ -36,7 +36,8 @@ from typing import Any
 
 from react.model.errors import ReactError
 from react.run.metrics import DEFAULT_WARMUP, summarise
-from react.run.scenario import Scenario, ScenarioError, load_scenario, run_scenario
+from react.run.scenario import Scenario, ScenarioError, load_scenario
+from react.run.scenario_runs import run_scenario
 
 DEFAULT_EPS = (1e-14, 1e-12, 1e-9)
 COLUMNS = ("eps", "job", "epochs", "max_epoch_change", "mean_change", "max_change_over_eps")

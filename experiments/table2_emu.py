@@ -33,7 +33,8 @@ if __package__ in (None, ""):  # run as a file: make `experiments` importable
 from experiments.table2 import PAPER
 from react.run import metrics as report
 from react.run.outdir import experiment_dirs, variant_name
-from react.run.scenario import parse_scenario, run_scenario
+from react.run.scenario import parse_scenario
+from react.run.scenario_runs import run_scenario
 from react.run.store import write_csv_rows
 
 ROOT = Path(__file__).resolve().parents[1]

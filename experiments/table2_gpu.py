@@ -98,7 +98,8 @@ def settled(run: Any, batch: int, settle_batches: int) -> tuple[bool, int | None
 
 
 def measure(n: int, p: int, args: argparse.Namespace) -> dict[str, Any]:
-    from react.run.scenario import parse_scenario, run_scenario
+    from react.run.scenario import parse_scenario
+    from react.run.scenario_runs import run_scenario
     from react.run.worlds.gpu import copy_pairs
 
     epochs = args.epochs

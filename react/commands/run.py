@@ -122,7 +122,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, tuple[int, int] | None]:
 
 def _execute(scenario: Any, args: argparse.Namespace) -> _Runs:
     """Run the scenario once, or without and with REACT; keep flow records for a trace."""
-    from react.run.scenario import Comparison, compare_scenario, run_scenario
+    from react.run.scenario_runs import Comparison, compare_scenario, run_scenario
 
     total = sum(j.epochs for j in scenario.jobs) * (2 if args.compare else 1)
     with epoch_bar(total, not args.no_progress) as bar:

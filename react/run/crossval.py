@@ -92,7 +92,7 @@ def crossval(scenario: Scenario, backends: Sequence[str], *,
 
     ns-3 runs share one child process, so its import is paid once.
     """
-    from react.run.scenario import run_scenario
+    from react.run.scenario_runs import run_scenario
 
     if not backends:
         raise CrossvalError("crossval: no backends given; expected e.g. sim,ns3")

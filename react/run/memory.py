@@ -3,7 +3,7 @@
 A run keeps every flow of every epoch: the job's :class:`~react.model.observation.FlowTiming` per
 flow and epoch (the controller and the reports read them) and, when a trace is asked for, the
 network's :class:`~flowsim.records.FlowRecord` per finished flow too (a plain run keeps none,
-:func:`react.run.scenario.run_scenario`). That is ``flows per epoch x epochs`` records per job,
+:func:`react.run.scenario_runs.run_scenario`). That is ``flows per epoch x epochs`` records per job,
 summed over jobs, and it is what grows with a what-if study: a ring AllReduce of 240 ranks has
 114,720 flows per epoch, so 20 epochs of it are 2.3 million records. Estimating this before
 starting turns a machine that would swap for an hour into one clear line.

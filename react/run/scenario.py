@@ -4,11 +4,11 @@ A scenario names a fabric, the jobs that share it (each a collective on some hos
 without REACT), the background traffic and the link failures, and the seeds that make the run
 repeat exactly. :func:`load_scenario` reads and validates the file into frozen records; every
 mistake is a :class:`ScenarioError` naming the key path (``jobs[1].placement``), the bad value and
-what was expected, so that a typo never silently changes an experiment. :func:`run_scenario`
-builds the scenario on its backend (a fresh :class:`~flowsim.network.Network`, or an emulated
-network of namespaces with real rank processes) and runs the jobs; :func:`compare_scenario` runs
-the same scenario twice, without and with REACT, on identical seeds (same background, same ECMP
-hashes, same per-epoch port choices), so the two columns of a table differ only by REACT.
+what was expected, so that a typo never silently changes an experiment. Running a scenario
+(:func:`~react.run.scenario_runs.run_scenario`, :func:`~react.run.scenario_runs.compare_scenario`)
+is :mod:`react.run.scenario_runs`; a scenario built on each backend is :mod:`react.run.worlds`.
+Each backend's own table (``[sim]``, ``[emu]``, ``[gpu]``, ``[ns3]``) is validated by that
+backend's ``spec`` module.
 
 The file (every key is listed; anything else is an error)::
 
@@ -102,8 +102,7 @@ import math
 import numbers
 import os
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -117,7 +116,6 @@ from react.backends.emu.spec import EmuSpec, parse_emu_table
 from react.backends.gpu.spec import GpuSpec, parse_gpu_table
 from react.backends.ns3.spec import Ns3Spec, parse_ns3_table
 from react.backends.sim.spec import SHARING, SimSpec, parse_sim_table
-from react.control.backend import JobRun
 from react.control.controller import ControllerConfig
 from react.model.errors import ReactError
 from react.patterns import GENERATORS
@@ -128,7 +126,6 @@ __all__ = [
     "PLACEMENTS",
     "TOPOLOGIES",
     "BackgroundSpec",
-    "Comparison",
     "EmuSpec",
     "GpuSpec",
     "FailureSpec",
@@ -136,13 +133,9 @@ __all__ = [
     "JobSpec",
     "Scenario",
     "ScenarioError",
-    "compare_scenario",
     "controllers",
-    "forget_flow_records",
     "load_scenario",
-    "open_jobs",
     "parse_scenario",
-    "run_scenario",
 ]
 
 TOPOLOGIES: dict[str, Callable[..., Topology]] = {
@@ -684,25 +677,6 @@ def _failure(t: _Table, topo: Topology) -> FailureSpec:
 
 
 # -- running -------------------------------------------------------------------------------------
-@contextmanager
-def open_jobs(scenario: Scenario, *, react: bool | None = None) -> Iterator[list[Any]]:
-    """The scenario's jobs built on its backend, ready for :func:`react.run.driver.run_jobs`.
-
-    ``react`` overrides every job's on/off switch (None: as the file says). Whatever the backend
-    holds (an emulated network, processes) is released when the block exits, however it exits.
-    Everything random is seeded from the scenario, so on the simulator two builds run
-    identically up to the controllers' decisions.
-    """
-    if scenario.backend not in BACKENDS:  # a Scenario built by hand
-        raise ScenarioError(
-            f"backend {scenario.backend!r} does not exist; expected one of {', '.join(BACKENDS)}"
-        )
-    from react.run.worlds import world_of
-
-    with world_of(scenario.backend)(scenario, react=react) as jobs:
-        yield jobs
-
-
 def controllers(scenario: Scenario, react: bool | None) -> list[Any]:
     """Each job's pattern and controller (None where REACT is off), in job order.
 
@@ -718,63 +692,3 @@ def controllers(scenario: Scenario, react: bool | None) -> list[Any]:
         out.append((pattern, make_controller(spec.controller_factory, pattern, spec.controller)
                              if on else None))
     return out
-
-
-def run_scenario(
-    scenario: Scenario,
-    *,
-    react: bool | None = None,
-    on_epoch: Callable[[str, int], None] | None = None,
-) -> dict[str, JobRun]:
-    """Run the scenario on its backend; return each job's record by name.
-
-    Parameters
-    ----------
-    scenario : Scenario
-    react : bool, optional
-        True or False switches REACT on or off for every job; None keeps each job's setting.
-    on_epoch : callable, optional
-        ``on_epoch(job_name, epoch)`` after every epoch of every job (progress bars).
-    """
-    from react.run.driver import run_jobs
-
-    try:
-        with open_jobs(scenario, react=react) as jobs:
-            forget_flow_records(jobs)
-            keep = scenario.backend == "sim" and scenario.sim.after_epochs == "continue"
-            return run_jobs(jobs, on_epoch=on_epoch, keep_running=keep)
-    except FlowsimError as exc:  # e.g. a background source timed before the start
-        raise ScenarioError(f"{scenario.source}: {exc}") from None
-
-
-def forget_flow_records(jobs: list[Any]) -> None:
-    """Keep no flow records in the jobs' simulated networks, as a plain run does: nothing
-    reads them once :func:`run_scenario` returns (the jobs' results carry every flow's times),
-    and they are more than half of what each flow of each epoch holds (:mod:`react.run.memory`).
-    A trace (:func:`react.run.trace.run_recorded`) keeps them."""
-    from react.backends.sim.engine import SimBackend
-
-    for job in jobs:
-        if isinstance(job.backend, SimBackend):
-            job.backend.network.keep_records = False
-
-
-@dataclass(frozen=True, slots=True)
-class Comparison:
-    """The same scenario run without and with REACT (identical seeds and background)."""
-
-    off: dict[str, JobRun]
-    on: dict[str, JobRun]
-
-
-def compare_scenario(
-    scenario: Scenario, *, on_epoch: Callable[[str, int], None] | None = None
-) -> Comparison:
-    """Run ``scenario`` twice, REACT off for every job then on for every job.
-
-    ``on_epoch`` receives ``(job_name, epoch)`` from both runs, so a progress bar over
-    ``2 x total epochs`` fills exactly.
-    """
-    off = run_scenario(scenario, react=False, on_epoch=on_epoch)
-    on = run_scenario(scenario, react=True, on_epoch=on_epoch)
-    return Comparison(off, on)

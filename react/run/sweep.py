@@ -448,7 +448,8 @@ def run_point(point: Point) -> dict[str, dict[str, Any]]:
     how long REACT took to settle).
     """
     from react.run.metrics import change_epochs, summarise
-    from react.run.scenario import parse_scenario, run_scenario
+    from react.run.scenario import parse_scenario
+    from react.run.scenario_runs import run_scenario
 
     scenario = parse_scenario(point.scenario, source=f"sweep point {point.key}",
                               base_dir=point.base_dir)

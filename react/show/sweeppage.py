@@ -43,7 +43,8 @@ def write_store_pages(out_dir: str | os.PathLike[str], runs: Sequence[RunRecord]
                       progress: Callable[[int, int], None] | None = None) -> list[Path]:
     """One page per stored pair (REACT off and on, both finished), at most ``limit``, and an
     index; return the pages' paths (the index last)."""
-    from react.run.scenario import parse_scenario, run_scenario
+    from react.run.scenario import parse_scenario
+    from react.run.scenario_runs import run_scenario
 
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from react.run.scenario import parse_scenario, run_scenario
+from react.run.scenario import parse_scenario
+from react.run.scenario_runs import run_scenario
 
 
 def load(name):

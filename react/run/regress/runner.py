@@ -86,7 +86,8 @@ def run_point(point: Point) -> dict[str, Any]:
 def _run_here(point: Point) -> dict[str, Any]:
     from react.run.metrics import summarise
     from react.run.regress.metrics import job_result
-    from react.run.scenario import parse_scenario, run_scenario
+    from react.run.scenario import parse_scenario
+    from react.run.scenario_runs import run_scenario
 
     scenario = parse_scenario(point.scenario, source=f"scenario {point.params['case']}",
                               base_dir=point.base_dir)

@@ -1,6 +1,6 @@
 """A scenario on the emulator: its topology as namespaces, its jobs as real rank processes.
 
-:func:`scenario_jobs` (what :func:`react.run.scenario.open_jobs` calls for ``backend = "emu"``)
+:func:`scenario_jobs` (what :func:`react.run.scenario_runs.open_jobs` calls for ``backend = "emu"``)
 builds an :class:`~react.backends.emu.EmuNetwork` holding only the hosts the scenario uses (and
 the switches between them), starts the background senders, schedules the link failures, and
 yields one job per scenario job; the network, the senders and every process are gone when the

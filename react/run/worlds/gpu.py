@@ -1,4 +1,4 @@
-"""A scenario on this host's GPUs: ``backend = "gpu"`` (what :func:`react.run.scenario.open_jobs`
+"""A scenario on this host's GPUs: ``backend = "gpu"`` (what :func:`react.run.scenario_runs.open_jobs`
 calls).
 
 Host ``h{i}`` of the scenario's topology (in topology order) is GPU ``i``; a job's rank runs on

@@ -1,6 +1,6 @@
 """A scenario on ns-3: its fabric, failures and background as the child's world, its jobs.
 
-:func:`scenario_jobs` (what :func:`react.run.scenario.open_jobs` calls for ``backend = "ns3"``)
+:func:`scenario_jobs` (what :func:`react.run.scenario_runs.open_jobs` calls for ``backend = "ns3"``)
 checks the scenario (:func:`world_request`, with :mod:`react.backends.ns3.plan`), starts a child
 process (or reuses the one :func:`~react.backends.ns3.process.shared_child` keeps), builds the
 world in it, and yields one :class:`~react.run.driver.Job` per job whose backend is an
@@ -77,7 +77,7 @@ def world_request(scenario: Scenario, spec: Ns3Spec, fabric: Fabric,
 
 @contextmanager
 def scenario_jobs(scenario: Scenario, *, react: bool | None = None) -> Iterator[list[Any]]:
-    """The scenario's jobs in one fresh ns-3 world (see :func:`react.run.scenario.open_jobs`)."""
+    """The scenario's jobs in one fresh ns-3 world (see :func:`react.run.scenario_runs.open_jobs`)."""
     from react.run.driver import Job
     from react.run.scenario import controllers
 

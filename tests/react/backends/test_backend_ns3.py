@@ -25,7 +25,8 @@ from react.backends.ns3 import (
 )
 from react.backends.ns3.plan import Fabric
 from react.backends.ns3.process import current_shared
-from react.run.scenario import ScenarioError, parse_scenario, run_scenario
+from react.run.scenario import ScenarioError, parse_scenario
+from react.run.scenario_runs import run_scenario
 from react.run.worlds.ns3 import world_request
 
 

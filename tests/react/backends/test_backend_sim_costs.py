@@ -20,7 +20,8 @@ from react.model.execution import flow_dependencies
 from react.model.pattern import Chunk, Flow, Pattern
 from react.patterns import allreduce_double_binary_tree
 from react.run.driver import Job, run_jobs
-from react.run.scenario import parse_scenario, run_scenario
+from react.run.scenario import parse_scenario
+from react.run.scenario_runs import run_scenario
 
 
 def chain(a=1, b=2):

@@ -186,7 +186,8 @@ def test_react_emu_info_and_a_bad_prefix(capsys):
 
 
 def test_a_simulator_only_background_is_refused_before_building(monkeypatch):
-    from react.run.scenario import open_jobs, parse_scenario
+    from react.run.scenario import parse_scenario
+    from react.run.scenario_runs import open_jobs
     made = []
     monkeypatch.setattr(shell, "batch", lambda *a, **k: made.append(a))
     doc = {"name": "x", "backend": "emu", "topology": {"name": "star", "n": 4},

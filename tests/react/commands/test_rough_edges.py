@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from react.commands import run as run_command
 from react.cli import main
+from react.commands import run as run_command
 from react.control.controller import Decision
 from react.model.transforms import global_swap
 from react.patterns import GENERATORS, allreduce_ring

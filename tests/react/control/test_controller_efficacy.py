@@ -22,7 +22,8 @@ from react.control.controller import Controller, ControllerConfig
 from react.model.swapspace import SwapSpace
 from react.patterns import GENERATORS, allreduce_double_binary_tree
 from react.run.driver import Job, run_jobs
-from react.run.scenario import open_jobs, parse_scenario
+from react.run.scenario import parse_scenario
+from react.run.scenario_runs import open_jobs
 
 MESSAGE = 20e6
 

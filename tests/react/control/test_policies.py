@@ -21,7 +21,8 @@ from react.model.errors import PatternError
 from react.model.verify import verify
 from react.patterns import allgather_ring, allreduce_double_binary_tree, allreduce_ring
 from react.run.metrics import change_epochs
-from react.run.scenario import ScenarioError, parse_scenario, run_scenario
+from react.run.scenario import ScenarioError, parse_scenario
+from react.run.scenario_runs import run_scenario
 
 POLICY = textwrap.dedent("""\
     from react.control.controller import Decision

@@ -369,7 +369,8 @@ def test_msccl_runtime_limits_hold_on_large_patterns():
 
 
 def test_react_run_exports_the_pattern_react_ended_with(tmp_path, capsys):
-    from react.run.scenario import load_scenario, run_scenario
+    from react.run.scenario import load_scenario
+    from react.run.scenario_runs import run_scenario
 
     star = DATA.parents[2] / "experiments" / "scenarios" / "closed_loop_star.toml"
     assert main(["run", str(star), "--epochs", "13", "--no-progress", "--msccl",

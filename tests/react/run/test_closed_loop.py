@@ -87,7 +87,8 @@ P0_CASES = [
 
 def p0_cost(collective, message, topology, controller):
     """1 - REACT-on over REACT-off mean algorithm bandwidth (epochs 25-100), and the on run."""
-    from react.run.scenario import compare_scenario, parse_scenario
+    from react.run.scenario import parse_scenario
+    from react.run.scenario_runs import compare_scenario
 
     fabric = ({"name": "star", "n": 16} if topology == "star" else {"name": "fat_tree", "k": 8})
     scenario = parse_scenario({

@@ -12,7 +12,8 @@ import pytest
 
 from react.cli import main
 from react.run.crossval import CrossvalError, labels
-from react.run.scenario import load_scenario, run_scenario
+from react.run.scenario import load_scenario
+from react.run.scenario_runs import run_scenario
 
 TINY = """
 seed = 0

@@ -26,7 +26,8 @@ from react.cli import main as react_main
 from react.control.detect import detect_congestion
 from react.model.errors import ReactError
 from react.patterns import allreduce_double_binary_tree, patterns_at
-from react.run.scenario import open_jobs, parse_scenario, run_scenario
+from react.run.scenario import parse_scenario
+from react.run.scenario_runs import open_jobs, run_scenario
 from react.runtime.rank import job_spec
 
 pytestmark = [pytest.mark.emu]

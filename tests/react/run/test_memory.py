@@ -20,7 +20,8 @@ from react.run.memory import (
     estimate_memory,
     parse_size,
 )
-from react.run.scenario import load_scenario, run_scenario
+from react.run.scenario import load_scenario
+from react.run.scenario_runs import run_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "experiments" / "scenarios"
 RING = SCENARIOS / "ring_degraded_spine.toml"  # one 8-rank ring AllReduce job

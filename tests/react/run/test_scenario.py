@@ -7,14 +7,8 @@ from pathlib import Path
 import pytest
 
 from react.model.errors import ReactError
-from react.run.scenario import (
-    BACKENDS,
-    ScenarioError,
-    compare_scenario,
-    load_scenario,
-    parse_scenario,
-    run_scenario,
-)
+from react.run.scenario import BACKENDS, ScenarioError, load_scenario, parse_scenario
+from react.run.scenario_runs import compare_scenario, run_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "experiments" / "scenarios"
 SHIPPED = sorted(SCENARIOS.glob("*.toml"))
@@ -131,7 +125,7 @@ def test_emu_table_and_backend_switch():
 
 
 def test_sim_table_reaches_every_job_backend():
-    from react.run.scenario import open_jobs
+    from react.run.scenario_runs import open_jobs
 
     s = parse_scenario(scenario_with(sim={"execution": "dataflow", "switch_cost_s": 1e-3,
                                           "switch_cost_epochs": 0.5, "noise_sigma": 0.02}))

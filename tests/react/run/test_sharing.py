@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from flowsim.tcp import TcpNetwork
-from react.run.scenario import ScenarioError, parse_scenario, run_scenario
+from react.run.scenario import ScenarioError, parse_scenario
+from react.run.scenario_runs import run_scenario
 from react.run.worlds.sim import build_network
 
 DOC = {
