@@ -1,6 +1,7 @@
 """flowsim: a discrete-event, max-min fair, flow-level network simulator on SimPy.
 
-It knows nothing of collectives: topologies, routing, a rate solver and an engine.
+It knows nothing of collectives: topologies, routing, a rate solver and an engine. The names
+below are its public API (docs/api.md); internal module paths may change, these do not.
 """
 
 from flowsim.errors import (
@@ -17,7 +18,8 @@ from flowsim.records import FlowRecord, FlowState
 from flowsim.routing import Router, ecmp_hash
 from flowsim.topologies import alibaba_fabric, fat_tree, leaf_spine, star
 from flowsim.topology import Link, Node, Topology
-from flowsim.traffic import TrafficSource, long_lived, periodic_bulk, poisson_on_off
+from flowsim.tcp import TcpModel, TcpNetwork
+from flowsim.traffic import TrafficSource, long_lived, periodic_bulk, ping_pong, poisson_on_off
 
 __all__ = [
     "FlowDone",
@@ -30,6 +32,8 @@ __all__ = [
     "Node",
     "Router",
     "RoutingError",
+    "TcpModel",
+    "TcpNetwork",
     "Topology",
     "TopologyError",
     "TrafficSource",
@@ -42,6 +46,7 @@ __all__ = [
     "long_lived",
     "max_min_rates",
     "periodic_bulk",
+    "ping_pong",
     "poisson_on_off",
     "star",
 ]
