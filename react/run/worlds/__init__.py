@@ -14,14 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from react.run.scenario import Scenario
 
-__all__ = ["world_of"]
+__all__ = ["World", "world_of"]
 
-World = Callable[..., AbstractContextManager[list[Any]]]
+
+class World(Protocol):
+    """``scenario_jobs`` of one backend: the scenario's jobs, released when the block exits."""
+
+    def __call__(self, scenario: Scenario, *, react: bool | None = None
+                 ) -> AbstractContextManager[list[Any]]: ...
 
 
 def _sim() -> World:
@@ -51,6 +56,6 @@ def _ns3() -> World:
 _WORLDS: dict[str, Callable[[], World]] = {"sim": _sim, "emu": _emu, "gpu": _gpu, "ns3": _ns3}
 
 
-def world_of(backend: str) -> Callable[[Scenario], AbstractContextManager[list[Any]]]:
+def world_of(backend: str) -> World:
     """``scenario_jobs`` of ``backend`` (a name of :data:`react.run.scenario.BACKENDS`)."""
     return _WORLDS[backend]()
