@@ -1,4 +1,5 @@
-"""Benchmark: building the swap space (react.model.swapspace): double binary tree, ring, RD AllGather.
+"""Benchmark: building the swap space (react.model.swapspace): double binary tree, ring and
+RD AllGather.
 
 For each pattern and size it prints the time to generate the pattern (not part of the space),
 to construct ``SwapSpace`` (which verifies the pattern and builds degree tables), to compute one

@@ -106,10 +106,13 @@ def write_scenarios(folder: Path = SCENARIOS) -> list[Path]:
 # -- timing ----------------------------------------------------------------------------------------
 PARTS = (
     ("flow simulator (flowsim, SimPy)", ("flowsim/", "simpy/")),
-    ("swap space (swapspace, transforms, verify)", ("react/model/swapspace.py", "react/model/transforms.py",
-                                                     "react/model/verify.py")),
+    ("swap space (swapspace, replay, transforms, verify)", ("react/model/swapspace/",
+                                                             "react/model/replay/",
+                                                             "react/model/transforms.py",
+                                                             "react/model/verify.py")),
     ("controller (detect, critical, estimate, gates)", ("react/control/controller.py",
-                                                        "react/control/detect.py", "react/model/critical.py",
+                                                        "react/control/detect.py",
+                                                        "react/model/critical.py",
                                                         "react/control/estimate.py",
                                                         "react/model/execution.py")),
     ("job driver, pattern execution, patterns", ("react/backends/", "react/run/driver.py",

@@ -1,11 +1,11 @@
 """Critical paths of a pattern's TEN weighted by flow completion times (paper §5.4.1).
 
-Under an execution rule of :mod:`react.model.execution` (a flow starts once every flow it waits for has
-ended; Algorithm 2 by default, as every backend runs it unless told otherwise), the collective's
-time is the length of the longest waiting chain when each flow weighs its FCT. That chain is the
-critical path: only congested ranks on it can shorten the collective. Waiting for the network is
-already inside the FCTs, so the path length equals the collective time whenever each flow started
-as soon as its rule allowed.
+Under an execution rule of :mod:`react.model.execution` (a flow starts once every flow it waits
+for has ended; Algorithm 2 by default, as every backend runs it unless told otherwise), the
+collective's time is the length of the longest waiting chain when each flow weighs its FCT. That
+chain is the critical path: only congested ranks on it can shorten the collective. Waiting for the
+network is already inside the FCTs, so the path length equals the collective time whenever each
+flow started as soon as its rule allowed.
 
 Ties between equally long predecessors are broken towards the lowest flow index, so the same
 weights always give the same path.
@@ -95,8 +95,8 @@ def _weights(pattern: Pattern, fct_s: Sequence[float] | np.ndarray, func: str) -
 
 ARRAY_FLOWS = 256
 """From this many flows on, the forward pass here and the estimate's pricing
-(:mod:`react.control.estimate`) run on arrays; below, flow by flow in Python (numpy's per-call overhead
-outweighs it there; both give the same floats)."""
+(:mod:`react.control.estimate`) run on arrays; below, flow by flow in Python (numpy's per-call
+overhead outweighs it there; both give the same floats)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,8 +199,3 @@ def _before(ga: GateArrays, begin: list[float], finish: list[float], opened: lis
     return min(min(j for j in members[first[g]:first[g + 1]].tolist() if finish[j] == start)
                for g in ga.waits[i].tolist() if g < ga.gates and opened[g] == start)
 
-
-def estimated_time(pattern: Pattern, fct_s: Sequence[float] | np.ndarray,
-                   execution: str = DEFAULT_EXECUTION) -> float:
-    """The collective time implied by per-flow FCTs (the critical path's length)."""
-    return critical_path(pattern, fct_s, execution).length_s

@@ -10,10 +10,11 @@ program (:func:`rank_programs`) is the one definition of that rule: RCollective 
 run it (:func:`react.runtime.schedule.rank_program`), the simulator and the critical path derive
 their waits from it here.
 
-``"dataflow"`` is the looser rule of :meth:`react.model.pattern.Pattern.dependencies`: a flow starts once
-every earlier flow into its source that carries one of its chunks has ended, whatever either end
-is doing otherwise (no receiver readiness, no serialisation of a rank's steps). It is a lower
-bound on the collective time, and the rule the simulator used before; kept as a named option.
+``"dataflow"`` is the looser rule of :meth:`react.model.pattern.Pattern.dependencies`: a flow
+starts once every earlier flow into its source that carries one of its chunks has ended, whatever
+either end is doing otherwise (no receiver readiness, no serialisation of a rank's steps). It is a
+lower bound on the collective time, and the rule the simulator used before; kept as a named
+option.
 
 Both rules are expressed as *gates* (:class:`Gates`): a gate opens when each of its member flows
 has ended, and a flow starts when each gate it waits for is open. Under Algorithm 2 a gate is one

@@ -7,8 +7,9 @@ In TEN terms, vertex ``(t, r)`` is rank ``r`` after step ``t`` and a flow of ste
 ``(t-1, src) -> (t, dst)``.
 
 The collective's meaning (its pre- and post-condition) is fixed by ``kind``, the ranks, ``root``
-and each chunk's ``owner``; the flows are one implementation of it. :func:`react.model.verify.verify`
-checks that the flows implement the meaning; :mod:`react.model.transforms` rewrites the flows only.
+and each chunk's ``owner``; the flows are one implementation of it.
+:func:`react.model.verify.verify` checks that the flows implement the meaning;
+:mod:`react.model.transforms` rewrites the flows only.
 
 Chunk ownership ties a chunk to a rank's role in the collective's meaning: in an AllGather chunk
 ``c`` is the input of rank ``owner``; in a ReduceScatter it is the part of the result that rank
@@ -245,8 +246,8 @@ class Pattern:
     def derived(self, key: Hashable, build: Callable[[], _T]) -> _T:
         """A view another module derives from this pattern, built once and kept with it.
 
-        Patterns are immutable, so a derived view (e.g. :func:`react.model.execution.gates`) never goes
-        stale; ``key`` must name the view and everything it depends on besides the pattern.
+        Patterns are immutable, so a derived view (e.g. :func:`react.model.execution.gates`) never
+        goes stale; ``key`` must name the view and everything it depends on besides the pattern.
         """
         views = self._cache.setdefault("derived", {})
         try:

@@ -66,10 +66,6 @@ class Tree:
         """The rank without a parent."""
         return self.parent.index(None)
 
-    def parent_map(self) -> dict[int, int | None]:
-        """``{rank: parent}`` (``None`` for the root)."""
-        return dict(enumerate(self.parent))
-
     def edges(self) -> tuple[tuple[int, int], ...]:
         """``(parent, child)`` pairs, parents in rank order, children in NCCL's order."""
         return tuple((p, c) for p, kids in enumerate(self.children) for c in kids)

@@ -75,26 +75,43 @@ def test_critical_path_breaks_ties_towards_the_lowest_flow():
     assert critical_path(p, [2.0, 2.0, 1.0], "dataflow").flows == (0, 2)
 
 
+def _reference(gs, w):
+    """Starts, ends and chain from the definitions, in plain Python over the gates: a gate opens
+    at the latest end of its members, a flow starts at the latest opening of its gates (0
+    without any) and ends its weight later; the flow that let it start is the lowest-indexed
+    member of its gates that ended at its start (-1: it starts at 0). Members precede the flows
+    waiting for them, so one pass in flow order sees every member's end first."""
+    n = len(w)
+    start, end = [0.0] * n, [0.0] * n
+    for i in range(n):
+        start[i] = max((end[j] for g in gs.waits[i] for j in gs.members[g]), default=0.0)
+        end[i] = start[i] + w[i]
+    last = max(range(n), key=lambda i: (end[i], -i))  # the latest end, ties: the lowest index
+    chain = [last]
+    while start[chain[-1]] > 0:
+        i = chain[-1]
+        chain.append(min(j for g in gs.waits[i] for j in gs.members[g] if end[j] == start[i]))
+    return start, end, CriticalPath(tuple(reversed(chain)), end[last])
+
+
 @pytest.mark.parametrize("execution", ["algorithm2", "dataflow"])
-def test_large_patterns_run_on_arrays_as_flow_by_flow(execution):
+def test_small_and_large_patterns_match_the_definitions(execution):
     import numpy as np
 
-    from react.model.critical import ARRAY_FLOWS, _forward_in_order
+    from react.model.critical import ARRAY_FLOWS
     from react.model.execution import gates
     from react.patterns import allgather_recursive_doubling, allreduce_double_binary_tree
-    # Above ARRAY_FLOWS the pass runs one step at a time on arrays; the pass in flow order
-    # must give the same starts, ends and chain, with random, tied and zero weights.
+    # Below ARRAY_FLOWS the pass runs flow by flow, above one step at a time on arrays; both
+    # must give the starts, ends and chain of the definitions, with random, tied and zero
+    # weights (ties are where the lowest-index rule decides).
     rng = np.random.default_rng(3)
-    for p in (allreduce_double_binary_tree(128), allgather_recursive_doubling(64)):
-        assert len(p.flows) >= ARRAY_FLOWS
+    patterns = (allreduce_double_binary_tree(16), allgather_recursive_doubling(8),
+                allreduce_double_binary_tree(128), allgather_recursive_doubling(64))
+    assert {len(p.flows) >= ARRAY_FLOWS for p in patterns} == {False, True}
+    for p in patterns:
         for w in (rng.uniform(0, 1, len(p.flows)), rng.integers(0, 3, len(p.flows)) * 0.5,
                   np.zeros(len(p.flows))):
-            begin, finish, before = _forward_in_order(gates(p, execution), w.tolist())
+            begin, finish, path = _reference(gates(p, execution), w.tolist())
             start, end = schedule(p, w, execution)
             assert start.tolist() == begin and end.tolist() == finish
-            last = max(range(len(finish)), key=lambda i: (finish[i], -i))
-            chain = [last]
-            while before[chain[-1]] >= 0:
-                chain.append(before[chain[-1]])
-            assert critical_path(p, w, execution) == CriticalPath(tuple(reversed(chain)),
-                                                                   finish[last])
+            assert critical_path(p, w, execution) == path

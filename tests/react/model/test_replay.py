@@ -94,10 +94,10 @@ def _splitmix_weight(r, c):
 
 @pytest.mark.parametrize("name", sorted(GENERATORS))
 def test_influence_hashes_sum_the_weights_of_the_influence_sets(name):
-    # The hashes come from one backward pass on arrays; reach() computes the influence sets
-    # themselves (bitsets, its own backward pass). Each hash must be the sum modulo 2**64 of
-    # splitmix64 weights (Python integers, explicit masks) of its set's constrained final
-    # buffers.
+    # The hashes boundary() gives come from one backward pass on arrays; reach() computes the
+    # influence sets themselves (bitsets, its own backward pass). Each hash must be the sum
+    # modulo 2**64 of splitmix64 weights (Python integers, explicit masks) of its set's
+    # constrained final buffers, at every step boundary (steps[0] - 1 included).
     from react.model.replay import GraphReplay
 
     for n in (3, 5, 8):
@@ -109,14 +109,14 @@ def test_influence_hashes_sum_the_weights_of_the_influence_sets(name):
             if reach is None:
                 continue
             sets, _ = reach
-            hashes = replay._influence_hashes()
-            assert sorted(hashes) == sorted(sets)
+            assert sorted(sets) == [replay.steps[0] - 1, *replay.steps]
             for t, per_chunk in sets.items():
+                _, _, hashes = replay.boundary(t)
                 for j, c in enumerate(replay.chunks):
                     for r in range(replay.n):
                         members = [k for k in range(replay.n) if per_chunk[j][r] >> k & 1]
                         want = sum(_splitmix_weight(k, c) for k in members) % 2**64
-                        assert int(hashes[t][r, j]) == want, (name, n, t, r, c)
+                        assert int(hashes[r, j]) == want, (name, n, t, r, c)
 
 
 def test_rank_two_test_matches_the_matrix_on_random_vectors():
@@ -125,7 +125,7 @@ def test_rank_two_test_matches_the_matrix_on_random_vectors():
 
     import numpy as np
 
-    from react.model.replay import _rank_two_is_zero
+    from react.model.replay.linear import rank_two_is_zero
 
     rng = random.Random(7)
     width = 5
@@ -150,6 +150,6 @@ def test_rank_two_test_matches_the_matrix_on_random_vectors():
         i0 = sum(1 << k for k, e in enumerate(i) if e == 1)
         i1 = sum(1 << k for k, e in enumerate(i) if e == -1)
         truth = not np.any(np.outer(p, q) + np.outer(r, i + kappa * q))
-        assert _rank_two_is_zero(p0, p1, q0, q1, r0, r1, i0, i1, kappa) == truth
+        assert rank_two_is_zero(p0, p1, q0, q1, r0, r1, i0, i1, kappa) == truth
         seen[truth] += 1
     assert min(seen.values()) > 400, seen

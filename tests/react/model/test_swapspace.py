@@ -1,14 +1,15 @@
-"""Tests for react.model.swapspace: the paper's Fig. 1 example, a brute-force reference, properties."""
+"""Tests for react.model.swapspace: the paper's Fig. 1 example, a brute-force reference,
+properties."""
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-import react.model.swapspace as swapspace_module
 from react.model.errors import PatternError
 from react.model.pattern import Chunk, Flow, Pattern
-from react.model.replay import ReplayCache
+from react.model.replay import GraphReplay, ReplayCache
 from react.model.swapspace import SwapSpace
 from react.model.transforms import ChunkLocalSwap, GlobalSwap, PositionSwap
 from react.model.verify import first_violation, verify
@@ -225,18 +226,51 @@ def test_brute_force_finds_position_swaps_over_windows_that_are_not_phases():
     assert {frozenset(s.apply(pattern).flows) for s in positions} <= set().union(*found.values())
 
 
+def _shape(pattern, rename):
+    """The flows with ranks renamed by ``rename``, chunks left out: what a symmetry must keep."""
+    return {(f.step, rename[f.src], rename[f.dst], f.op) for f in pattern.flows}
+
+
 @pytest.mark.parametrize("name", ["allreduce_ring", "allreduce_double_binary_tree"])
-def test_symmetry_gives_the_same_space_as_direct_computation(name, monkeypatch):
+def test_ranks_alike_by_symmetry_get_the_swaps_a_direct_computation_finds(name):
+    # The 12-rank ring is invariant under the rotation r -> r + 1 and the double binary tree
+    # (n even) under the mirror r -> n - 1 - r: the space computes one rank per orbit and maps
+    # its swaps onto the others. The same pattern with its ranks renamed by a random
+    # permutation has neither symmetry, so its space computes every rank directly; each rank's
+    # swaps must be, renamed, those of the rank it was.
     pattern = GENERATORS[name](12)
-    with_symmetry = SwapSpace(pattern)
-    assert any(rep != c for c, (rep, _, _) in enumerate(with_symmetry._orbit))
-    monkeypatch.setattr(
-        swapspace_module, "_symmetry",
-        lambda p, pos, arrays: [(c, None, None) for c in range(p.n)],
-    )
-    direct = SwapSpace(pattern)
+    n = pattern.n
+    same = dict(zip(pattern.ranks, pattern.ranks, strict=True))
+    rotation = {r: (r + 1) % n for r in pattern.ranks}
+    mirror = {r: n - 1 - r for r in pattern.ranks}
+    assert _shape(pattern, rotation) == _shape(pattern, same) or \
+        _shape(pattern, mirror) == _shape(pattern, same)
+    perm = list(pattern.ranks)
+    random.Random(5).shuffle(perm)
+    renamed = pattern.with_flows(
+        Flow(f.step, perm[f.src], perm[f.dst], f.chunks, f.op) for f in pattern.flows)
+    verify(renamed)
+    assert _shape(renamed, rotation) != _shape(renamed, same)
+    assert _shape(renamed, mirror) != _shape(renamed, same)
+    with_symmetry, direct = SwapSpace(pattern), SwapSpace(renamed)
     for r in pattern.ranks:
-        assert with_symmetry.swaps_for(r) == direct.swaps_for(r)
+        want = [replace(s, x=perm[s.x], y=perm[s.y]) for s in with_symmetry.swaps_for(r)]
+        got = direct.swaps_for(perm[r])
+        assert len(got) == len(want) and set(got) == set(want), r
+
+
+def _meaning_fixed(pattern, g, x):
+    """Reference: for every partner y, whether the meaning of chunk graph g names neither x
+    nor y (the root of a rooted kind, the owners of the graph's chunks; nobody for AllReduce).
+    Then renaming the two inside g cannot change whether g verifies."""
+    if pattern.kind == "allreduce":
+        named = set()
+    elif pattern.kind in ("broadcast", "reduce"):
+        named = {pattern.root}
+    else:
+        named = {pattern.chunks[k].owner for k in pattern.chunk_graphs()[g]}
+    rx = pattern.ranks[x]
+    return np.asarray([rx not in named and ry not in named for ry in pattern.ranks])
 
 
 def test_replay_verdicts_agree_with_the_verifier_on_every_window():
@@ -246,13 +280,13 @@ def test_replay_verdicts_agree_with_the_verifier_on_every_window():
                     allreduce_ring(5), GENERATORS["broadcast_binary_tree"](6),
                     GENERATORS["allgather_recursive_doubling"](8),
                     GENERATORS["reduce_scatter_ring"](5), GENERATORS["reduce_binary_tree"](6)):
-        space = SwapSpace(pattern)
-        for g, table in enumerate(space._tables):
-            replay = space._replay(g)
-            steps = [int(s) for s in table.steps]
+        pos = {r: i for i, r in enumerate(pattern.ranks)}
+        for g in range(len(pattern.chunk_graphs())):
+            replay = GraphReplay(pattern, g, pos)
+            steps = replay.steps
             for t1, t2 in [(a, b) for a in steps for b in steps if a <= b]:
                 for x in range(pattern.n):
-                    fixed = space._meaning_fixed_vec(g, x)
+                    fixed = _meaning_fixed(pattern, g, x)
                     proven, rejected = replay.verdicts(x, np.arange(pattern.n), t1, t2,
                                                        fixed)
                     for y in range(pattern.n):
