@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from react.regress.runner import CaseRun
-from react.regress.suite import RegressError, Suite
+from react.run.regress.runner import CaseRun
+from react.run.regress.suite import RegressError, Suite
 
 __all__ = ["GOLDEN_FORMAT", "check_directory", "golden_document", "read_goldens", "write_goldens"]
 
@@ -43,7 +43,7 @@ def golden_document(suite: Suite, run: CaseRun) -> dict[str, Any]:
 def _ordered(job: Mapping[str, Any]) -> dict[str, Any]:
     """Metrics in :data:`METRICS` order and decision fields in :data:`TRACE_FIELDS` order, so
     that goldens read the same way whichever process wrote them."""
-    from react.regress.metrics import METRICS, TRACE_FIELDS
+    from react.run.regress.metrics import METRICS, TRACE_FIELDS
 
     metrics = job["metrics"]
     return {
