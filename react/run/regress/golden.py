@@ -25,7 +25,7 @@ GOLDEN_FORMAT = "react-regress-golden/1"
 
 def golden_document(suite: Suite, run: CaseRun) -> dict[str, Any]:
     """The golden of one successful case run."""
-    from react.policies import label
+    from react.control.policies import label
 
     if run.result is None:
         raise RegressError(f"case {run.case!r} has no result to record ({run.error})")
