@@ -211,7 +211,7 @@ def narrate(out_dir: Path, *, epochs: int = 60) -> Iterator[str]:
     warmup = 25 if epochs > 25 else 0
     mean_off = float(np.mean(off.times_s()[warmup:]))
     mean_on = float(np.mean(on.times_s()[warmup:]))
-    tried = next((d for d in on.decisions if d.action in ("try", "revert_try")), None)
+    tried = next((d for d in on.decisions if d.action == "try"), None)
     if tried is None:
         first = "   REACT found nothing worth trying in this run."
     else:
