@@ -196,7 +196,8 @@ def narrate(out_dir: Path, *, epochs: int = 60) -> Iterator[str]:
     try:
         from react.show.draw import draw_swap
     except ImportError:
-        ten_note = "   - (TEN picture skipped: react.show.draw is not available in this installation)"
+        ten_note = ("   - (TEN picture skipped: react.show.draw is not available in this "
+                    "installation)")
     else:
         ten = out_dir / "ten_swap.png"
         # the flows step 4 found congested, and their rank, in red on the "before" side

@@ -478,7 +478,7 @@ def test_dask_local_cluster_gives_the_recorded_results(work, goldens, capsys):
 
 def test_python_dash_m_react_regress_is_the_react_regress_command():
     # Before, ``python -m react.commands.regress`` was documented and silently did nothing (exit 0).
-    done = subprocess.run([sys.executable, "-m", "react.run.regress", "--help"], capture_output=True,
-                          text=True, timeout=60, check=False)
+    done = subprocess.run([sys.executable, "-m", "react.run.regress", "--help"],
+                          capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: react regress") and "--against" in done.stdout
