@@ -119,7 +119,7 @@ class FctHistory:
         sides: list[tuple[float, float]] = list(_side_degrees(pattern))
         for result in batch:
             if self._concurrency == "schedule":  # how the flows of this epoch overlapped
-                sides = _overlap_sharing(
+                sides = overlap_sharing(
                     pattern, [t.start_s for t in result.flows], [t.end_s for t in result.flows],
                     [t.size_bytes > 0 for t in result.flows])
             self._epochs.append(
@@ -586,7 +586,7 @@ def _build_flow_arrays(pattern: Pattern) -> _FlowArrays:
     return _FlowArrays(src, dst, fraction, out_count[where[:n]], in_count[where[n:]])
 
 
-def _overlap_sharing(pattern: Pattern, start: Sequence[float], end: Sequence[float],
+def overlap_sharing(pattern: Pattern, start: Sequence[float], end: Sequence[float],
                      live: Sequence[bool]) -> list[tuple[float, float]]:
     """For each flow: among how many flows its sender's and its receiver's link were divided.
 
@@ -608,7 +608,7 @@ def _overlap_sharing_in_python(
     pattern: Pattern, start: Sequence[float], end: Sequence[float], live: Sequence[bool],
     memo: dict[tuple[tuple[float, float], ...], tuple[float, ...]] | None = None,
 ) -> list[tuple[float, float]]:
-    """:func:`_overlap_sharing` group by group, for small patterns (the same floats); ``memo``
+    """:func:`overlap_sharing` group by group, for small patterns (the same floats); ``memo``
     keeps each group's result by its flows' (start, end) times."""
     n = len(pattern.flows)
     outs: dict[int, list[int]] = {}
@@ -665,7 +665,7 @@ def _group_sharing(spans: Sequence[tuple[float, float]]) -> tuple[float, ...]:
 
 
 class _SharingGroups:
-    """The groups of :func:`_overlap_sharing` of one pattern, found once for all its rounds.
+    """The groups of :func:`overlap_sharing` of one pattern, found once for all its rounds.
 
     The live flows out of one sender (into one receiver) form a group; the groups of one size
     are solved together as the rows of one array (:func:`_group_sharing_rows`).
@@ -705,7 +705,7 @@ class _SharingGroups:
                         end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`sharing` with each value as ``round(x, 2)`` gives it (to 1%)."""
         sender, receiver = self.sharing(start, end)
-        return _round2(sender), _round2(receiver)
+        return round2(sender), round2(receiver)
 
 
 def _group_sharing_rows(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -722,7 +722,9 @@ def _group_sharing_rows(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     flows one interval at a time. Inside a run ``k`` is the interval's running count, except
     where the last interval's midpoint rounds onto the flow's end (adjacent floats): there
     neither the flow nor the flows starting at its end run alongside. The same floats as the
-    group-by-group :func:`_group_sharing` (tests/react/control/test_estimate.py).
+    group-by-group :func:`_group_sharing`, so that a pattern prices alike whichever path its
+    size takes (tests/react/control/test_estimate.py checks both against the definition and
+    the estimate on arrays against the definition flow by flow).
     """
     groups, width = start.shape
     both = np.concatenate((start, end), axis=1)
@@ -814,7 +816,7 @@ _ROUND2_EXACT_BELOW = 1e6
 ``round`` rounds the exact value, unless it lies within 1e-6 of a half (then ``round`` is used)."""
 
 
-def _round2(values: np.ndarray) -> np.ndarray:
+def round2(values: np.ndarray) -> np.ndarray:
     """``[round(x, 2) for x in values]``, the same floats, mostly without a call per value.
 
     ``round(x, 2)`` is the float nearest to ``K / 100``, ``K`` the exact ``100 x`` rounded

@@ -147,9 +147,8 @@ def change_fates(run: JobRun) -> list[tuple[int, str]]:
     """Each pattern change of ``run`` (its first epoch) and what became of it.
 
     ``reverted``: the controller went back to the previous pattern (``revert``). Otherwise the
-    change put a swap on trial (``try``, or ``revert_try``: back and a new trial at once), and
-    the next batch's decision says its fate: ``undone`` if that decision reverts it, ``kept``
-    if not, ``open`` if the run ended first.
+    change put a swap on trial (``try``), and the next batch's decision says its fate:
+    ``undone`` if that decision reverts it, ``kept`` if not, ``open`` if the run ended first.
     """
     decisions = run.decisions
     causes = [i for i, d in enumerate(decisions) if d.changed]
@@ -160,7 +159,7 @@ def change_fates(run: JobRun) -> list[tuple[int, str]]:
         elif i + 1 >= len(decisions):
             fates.append((epoch, "open"))
         else:
-            undone = decisions[i + 1].action in ("revert", "revert_try")
+            undone = decisions[i + 1].action == "revert"
             fates.append((epoch, "undone" if undone else "kept"))
     return fates
 

@@ -5,8 +5,9 @@ process for the network with one track per directed link (``tracks="link"``): ev
 slice on the track of the rank that sends it, or on every link its path crosses. A track holds
 one slice at a time, so concurrent flows of one rank or link go on numbered lanes of it
 ("rank 3", "rank 3 #2"). Each job also gets an "epochs" track: one slice per epoch, an instant
-event where a new pattern starts to run, and one where the controller decided (its action and
-reason in the event's arguments). Times are microseconds of simulated time (the format's unit).
+event where a new pattern starts to run, and one where the controller decided (its action,
+reason and the congested flows it acted on in the event's arguments). Times are microseconds
+of simulated time (the format's unit).
 
 Long runs: only a window of epochs is written (``epochs=(first, last)``, default the first
 :data:`DEFAULT_WINDOW`), so that a trace stays small enough for a browser to open.
@@ -229,6 +230,9 @@ def _epochs_track(events: list[dict[str, Any]], pid: int, spec: Any, run: JobRun
                                     "reason": decision.reason, "epoch": e}
             if decision.swaps:
                 args["swaps"] = [str(s) for s in decision.swaps]
+            if decision.report is not None:  # what the controller saw, as it classified it
+                args["congested"] = [f"{c.flow.src}->{c.flow.dst} at step {c.flow.step}: "
+                                     f"{c.kind}" for c in decision.report.flows]
             for key in ("estimated_gain", "observed_gain"):
                 value = getattr(decision, key)
                 if value is not None:
@@ -238,8 +242,9 @@ def _epochs_track(events: list[dict[str, Any]], pid: int, spec: Any, run: JobRun
 
 
 def _decision_epochs(spec: Any, run: JobRun) -> dict[int, list[Any]]:
-    """The epoch after which each decision was taken, replaying :class:`react.control.loop.TuningLoop`'s
-    rule: batches of ``B`` epochs that ran the controller's current pattern."""
+    """The epoch after which each decision was taken, replaying
+    :class:`react.control.loop.TuningLoop`'s rule: batches of ``B`` epochs that ran the
+    controller's current pattern."""
     if not run.decisions:
         return {}
     size = spec.controller.batch_epochs

@@ -295,7 +295,7 @@ def _closed_loop_paragraph(timeline: Path, epochs: int) -> str:
 
 def _first_try(on: JobRun) -> str:
     """The first swap the closed loop tried, why, and whether the next batch kept it."""
-    tried = next((d for d in on.decisions if d.action in ("try", "revert_try")), None)
+    tried = next((d for d in on.decisions if d.action == "try"), None)
     if tried is None:
         return "   REACT found nothing worth trying in this run."
     first = (f"   Batch {tried.batch}: it tries "

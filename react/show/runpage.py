@@ -139,8 +139,9 @@ def _job_sections(name: str, spec: Any, react: bool, run: JobRun,
     ten = _ten_figure(run)
     if ten is not None:
         out += ["<h3>The pattern before and after REACT</h3>",
-                '<p class="note">Red: flows found congested in the first batch of epochs (and '
-                'their ranks); blue: the ranks of a swap; thick: the flows the swaps rewrote.</p>',
+                '<p class="note">Red: flows the controller found congested in its first batch '
+                '(and their ranks); blue: the ranks of a swap; thick: the flows the swaps '
+                'rewrote.</p>',
                 _img(ten, f"TEN of job {name} before and after")]
     changed = set(report.change_epochs(run))
     rows = [(e, "yes" if e in changed else "", f"{r.collective_time_s * 1e6:.1f}",
@@ -162,8 +163,12 @@ def _timeline_figure(on: JobRun | None, off: JobRun | None) -> str:
 
 def _ten_figure(run: JobRun) -> str | None:
     """Before (first pattern, congested flows of the first batch red) and after (last pattern);
-    None when the patterns are too large to draw legibly."""
-    from react.control.detect import detect_congestion
+    None when the patterns are too large to draw legibly.
+
+    The red flows are those of the first decision's report: what the controller saw with the
+    job's own thresholds (none where REACT was off or found nothing), never a detection re-run
+    here with other settings.
+    """
     from react.show.draw import draw
 
     first, last = run.patterns[0], run.patterns[-1]
@@ -171,8 +176,8 @@ def _ten_figure(run: JobRun) -> str | None:
         return None
     from matplotlib.figure import Figure
 
-    batch = run.results[: min(6, len(run.results))]
-    hot = detect_congestion(first, batch).flows if len(batch) >= 2 else ()
+    report = run.decisions[0].report if run.decisions else None
+    hot = report.flows if report is not None else ()
     highlight = [c.flow for c in hot] + sorted({c.flow.dst for c in hot})
     steps = max(first.num_steps, 1)
     fig = Figure(figsize=(2 * (1.6 + 0.95 * steps), 1.6 + 0.42 * first.n), dpi=100)

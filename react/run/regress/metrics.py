@@ -76,14 +76,13 @@ def _finite(value: float | None) -> float | None:
 def kept_swaps(trace: Sequence[Mapping[str, Any]]) -> list[str]:
     """The swaps of every trial that was kept, in order.
 
-    A decision whose action is ``try`` or ``revert_try`` puts its swaps on trial; the next
-    decision concludes the trial: ``revert`` or ``revert_try`` undo it, anything else keeps it
+    A decision whose action is ``try`` puts its swaps on trial; the next decision concludes
+    the trial: ``revert`` undoes it, anything else keeps it
     (REACT's convention, which the baselines follow). A trial still open at the end is not kept.
     """
     kept: list[str] = []
     for current, following in zip(trace, trace[1:], strict=False):
-        if current["action"] in ("try", "revert_try") and following["action"] not in (
-                "revert", "revert_try"):
+        if current["action"] == "try" and following["action"] != "revert":
             kept.extend(current["swaps"])
     return kept
 

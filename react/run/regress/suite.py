@@ -23,7 +23,7 @@ A suite is a TOML file::
     epochs = 40                      # optional: every job runs this many epochs
     trace = "equivalent"             # optional, overrides the suite's
     metrics = { mean_time_s = 0.02 } # optional: added to / overriding the suite's [metrics]
-    react = { fit_tolerance = 0.25 } # optional: controller parameters set on every job of the
+    react = { search_width = 2 }     # optional: controller parameters set on every job of the
                                      #   scenario (as experiments' --react-set), so that a case
                                      #   can watch an option on a shipped scenario
 

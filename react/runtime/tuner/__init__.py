@@ -8,11 +8,11 @@ The leader (:class:`TunerLeader`, its own process: ``python -m react.runtime.tun
 SPEC.json --out RESULT.json``) accepts one control connection per rank
 (:mod:`react.runtime.channel`), estimates each rank's clock offset, merges every epoch's
 :class:`~react.runtime.timings.RankEpochTimings` into an
-:class:`~react.model.observation.EpochResult` (:func:`~react.runtime.timings.merge_epoch`, with the
-pattern that epoch ran) and hands it to a :class:`~react.control.loop.TuningLoop`, the same closed loop
-the simulator's jobs use. Each rank runs a :class:`TunerClient`: :meth:`TunerClient.report` hands
-an epoch's timings to a background thread and returns at once; :meth:`TunerClient.pattern_for`
-names the pattern an epoch runs.
+:class:`~react.model.observation.EpochResult` (:func:`~react.runtime.timings.merge_epoch`, with
+the pattern that epoch ran) and hands it to a :class:`~react.control.loop.TuningLoop`, the same
+closed loop the simulator's jobs use. Each rank runs a :class:`TunerClient`:
+:meth:`TunerClient.report` hands an epoch's timings to a background thread and returns at once;
+:meth:`TunerClient.pattern_for` names the pattern an epoch runs.
 
 When a pattern change takes effect, and why nobody waits (§6.3)
     A decision taken on the result of epoch ``e`` switches every rank at epoch
@@ -32,12 +32,13 @@ Failures: the job always finishes
     with its peers). Causes: the leader's connection fails (EOF when the leader process dies, a
     socket error, a malformed or oversize message), no answer within ``timeout_s``, a ``stop``
     from the leader, or a switch it rejects.
-    A received pattern is used only if it parses, passes :func:`react.model.verify.verify`, implements
-    the same collective (kind, ranks, chunks, root) as the job's pattern and switches at an epoch
-    the rank has not run yet; otherwise the rank logs why, sends ``reject`` and freezes. The
-    leader, on a ``reject``, a lost rank or a timing record it cannot merge, stops tuning (sends
-    ``stop`` to every rank; a switch already sent still happens where it was accepted) and goes
-    on collecting what it can, merging each epoch with the pattern its ranks report.
+    A received pattern is used only if it parses, passes :func:`react.model.verify.verify`,
+    implements the same collective (kind, ranks, chunks, root) as the job's pattern and switches
+    at an epoch the rank has not run yet; otherwise the rank logs why, sends ``reject`` and
+    freezes. The leader, on a ``reject``, a lost rank or a timing record it cannot merge, stops
+    tuning (sends ``stop`` to every rank; a switch already sent still happens where it was
+    accepted) and goes on collecting what it can, merging each epoch with the pattern its ranks
+    report.
 
 Where ranks may disagree, and how it shows
     Every rank receives the same bytes and runs the same deterministic checks, so a rejection
@@ -91,7 +92,9 @@ Result file (``--out``, :meth:`TunerLeader.run` returns the same document)
     ``latency_s``: from the batch's last report arriving to the answer sent), ``"offsets_s":
     {"r": s}``, ``"rtt_s": {"r": s}``, ``"epochs_waited": k`` (epochs in which any rank waited),
     ``"ranks": {"r": bye fields}``, ``"events": [text, ...]}`` (rejections, failures,
-    divergence). Non-finite numbers are written as ``null``. :func:`read_result` reads it back.
+    divergence). Non-finite numbers are written as ``null``. :func:`read_result` reads it back,
+    with a decision's ``"report"`` (the congestion it acted on,
+    :func:`~react.runtime.tuner.messages.report_to_dict`) where the row has one, else None.
 """
 
 

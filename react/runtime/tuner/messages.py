@@ -12,9 +12,10 @@ from dataclasses import fields
 from typing import Any
 
 from react.control.controller import Decision
+from react.control.detect import CongestionReport, FlowCongestion
 from react.model.errors import ReactError
 from react.model.observation import EpochResult, FlowTiming
-from react.model.pattern import Pattern
+from react.model.pattern import Flow, Pattern
 from react.model.transforms import ChunkLocalSwap, GlobalSwap, PositionSwap, Swap
 from react.runtime.channel import (
     MessageError,
@@ -61,6 +62,43 @@ def _decision_summary(d: Decision) -> dict[str, Any]:
             "swaps": [_swap_to_dict(s) for s in d.swaps]}
 
 
+_CONGESTION_NUMBERS = ("p90_bps", "mean_bps", "class_mean_bps", "normalised_std")
+
+
+def report_to_dict(report: CongestionReport | None) -> dict[str, Any] | None:
+    """A decision's congestion report as JSON data (None stays None): each congested flow
+    (``[step, src, dst, chunks, op]``, as in ``Pattern.to_dict``) with its kind, degree and the
+    numbers behind the verdict, and the steady-congested ranks."""
+    if report is None:
+        return None
+    return {
+        "flows": [{"flow": [c.flow.step, c.flow.src, c.flow.dst, list(c.flow.chunks), c.flow.op],
+                   "kind": c.kind, "degree": c.degree,
+                   **{k: _finite(getattr(c, k)) for k in _CONGESTION_NUMBERS}}
+                  for c in report.flows],
+        "steady_inbound": sorted(report.steady_inbound),
+        "steady_outbound": sorted(report.steady_outbound),
+    }
+
+
+def report_from_dict(data: Mapping[str, Any] | None) -> CongestionReport | None:
+    """:func:`report_to_dict` read back (a number written as null reads as NaN)."""
+    if data is None:
+        return None
+    flows = []
+    for c in data["flows"]:
+        step, src, dst, chunks, op = c["flow"]
+        if c["kind"] not in ("steady", "erratic"):
+            raise ReactError(f"congestion report: kind must be 'steady' or 'erratic', got "
+                             f"{c['kind']!r}")
+        numbers = [math.nan if c[k] is None else float(c[k]) for k in _CONGESTION_NUMBERS]
+        flows.append(FlowCongestion(
+            Flow(int(step), int(src), int(dst), tuple(int(x) for x in chunks), str(op)),  # type: ignore[arg-type]
+            c["kind"], int(c["degree"]), *numbers))
+    return CongestionReport(tuple(flows), frozenset(int(r) for r in data["steady_inbound"]),
+                            frozenset(int(r) for r in data["steady_outbound"]))
+
+
 def _result_to_dict(result: EpochResult) -> dict[str, Any]:
     return {"epoch": result.epoch, "collective_time_s": result.collective_time_s,
             "message_bytes": result.message_bytes,
@@ -83,8 +121,10 @@ def read_result(
 ) -> tuple[list[EpochResult], list[Pattern], list[Decision]]:
     """Read a leader's result file: every epoch's result, the pattern each ran, the decisions.
 
-    The three lists are what :class:`react.run.driver.JobRun` holds (``results``, ``patterns`` one per
-    epoch, ``decisions``), so ``JobRun(name, *read_result(path))`` reports like a simulated job.
+    The three lists are what :class:`react.run.driver.JobRun` holds (``results``, ``patterns``
+    one per epoch, ``decisions``), so ``JobRun(name, *read_result(path))`` reports like a
+    simulated job. A decision's ``report`` (:func:`report_to_dict`) is read where the file has
+    one; a file written without it reads as ``report=None``.
     """
     try:
         with open(path, encoding="utf-8") as fh:
@@ -107,6 +147,7 @@ def read_result(
                 reason=str(d["reason"]), swaps=tuple(_swap_from_dict(s) for s in d["swaps"]),
                 estimated_gain=d["estimated_gain"], observed_gain=d["observed_gain"],
                 mean_time_s=math.nan if d["mean_time_s"] is None else float(d["mean_time_s"]),
+                report=report_from_dict(d.get("report")),
             )
             for d in doc["decisions"]
         ]

@@ -1,14 +1,26 @@
-"""The §5.4.1 FCT estimate: seen pairs scale by bytes and degree; unseen ones by links or median."""
+"""The §5.4.1 FCT estimate: seen pairs scale by bytes and degree; unseen ones by links or median.
+
+Every model here is built the way the controller builds it, from observed epochs
+(:class:`FctHistory`); the expected prices are derived by hand in the comments. Where pricing
+runs on arrays (patterns of ``ARRAY_FLOWS`` flows or more) it is checked against the module
+docstring's definition written out below, flow by flow with :meth:`FctModel.flow_fct`.
+"""
 
 import math
+import random
+from dataclasses import replace
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from react.control.estimate import FctHistory
+from react.control.detect import flow_degrees
+from react.control.estimate import FctHistory, forget_pricing_views, overlap_sharing, round2
+from react.model.critical import ARRAY_FLOWS, critical_path, schedule
 from react.model.errors import ReactError
 from react.model.observation import EpochResult, FlowTiming
 from react.model.pattern import Chunk, Flow, Pattern
+from react.patterns import allreduce_double_binary_tree, allreduce_ring
 
 
 def star_reduce():
@@ -70,11 +82,23 @@ def test_model_without_observations_is_an_error():
         FctHistory(0)
 
 
-def links_model(units, unseen="links"):
-    """A model from {(src, dst): unit cost} with 1-byte, degree-1 observations."""
-    from react.control.estimate import FctModel, _Observation
-    return FctModel([_Observation(s, d, 1, 1.0, u) for (s, d), u in units.items()],
-                    unseen=unseen)
+def observed(spans, *, unseen="links", concurrency="step"):
+    """The model of one epoch in which each flow (1 byte) ran over ``spans[flow]``, a
+    (start, end) pair; the flows form one pattern, their steps as given."""
+    ranks = sorted({r for f in spans for r in (f.src, f.dst)})
+    pattern = Pattern("allreduce", tuple(ranks), (Chunk(0, 1.0),), tuple(spans))
+    timings = tuple(FlowTiming(f, *spans[f], 1.0) for f in pattern.flows)
+    history = FctHistory(60, unseen=unseen, concurrency=concurrency)
+    history.add(pattern, [EpochResult(0, max(e for _s, e in spans.values()), timings, 1.0)])
+    return history.model()
+
+
+def links_model(units, unseen="links", concurrency="step"):
+    """A model from {(src, dst): seconds per byte}: one 1-byte flow per pair, each at its own
+    step and alone in time (degree 1, sharing 1 both ways)."""
+    spans = {Flow(i + 1, s, d, (0,)): (16.0 * i, 16.0 * i + u)
+             for i, ((s, d), u) in enumerate(units.items())}
+    return observed(spans, unseen=unseen, concurrency=concurrency)
 
 
 # Rank 2's inbound link is congested: both flows into it cost 4; every other pair costs 1.
@@ -156,20 +180,18 @@ def test_unseen_pair_pays_the_least_path_excess_with_links_least():
 
 def test_unknown_unseen_rule_is_an_error():
     with pytest.raises(ReactError, match="unseen must be one of .*'mean'"):
-        links_model(CONGESTED_INTO_2, unseen="mean")
+        FctHistory(5, unseen="mean")
 
 
-# -- concurrency = "schedule" ---------------------------------------------------------------
+
+# -- concurrency = "schedule": the effective sharing of a link ----------------------------------
 
 def schedule_model(units):
     """Like links_model, read with concurrency="schedule" (each observed flow ran alone)."""
-    from react.control.estimate import FctModel, _Observation
-    return FctModel([_Observation(s, d, 1, 1.0, u, 1.0, 1.0) for (s, d), u in units.items()],
-                    concurrency="schedule")
+    return links_model(units, concurrency="schedule")
 
 
 def test_effective_sharing_is_the_inverse_of_the_mean_share():
-    from react.control.estimate import _overlap_sharing
     # 0 sends 0->1 over [0, 2] and 0->2 over [1, 3]; 3->1 runs over [0, 2] into 1 as well.
     # 0->1's sender link: alone for 1 s, shared by 2 for 1 s: mean share (1 + 1/2) / 2 = 3/4,
     # so it was divided among 4/3 flows; its receiver link is shared all the time: 2.
@@ -177,122 +199,94 @@ def test_effective_sharing_is_the_inverse_of_the_mean_share():
                 (Flow(1, 0, 1, (0,)), Flow(1, 3, 1, (1,)), Flow(2, 0, 2, (1,))), root=0)
     times = {Flow(1, 0, 1, (0,)): (0.0, 2.0), Flow(1, 3, 1, (1,)): (0.0, 2.0),
              Flow(2, 0, 2, (1,)): (1.0, 3.0)}
-    sharing = _overlap_sharing(p, [times[f][0] for f in p.flows],
-                               [times[f][1] for f in p.flows], [True] * 3)
+    sharing = overlap_sharing(p, [times[f][0] for f in p.flows],
+                              [times[f][1] for f in p.flows], [True] * 3)
     got = dict(zip(p.flows, sharing, strict=True))
     assert got[Flow(1, 0, 1, (0,))] == pytest.approx((4 / 3, 2.0))
     assert got[Flow(1, 3, 1, (1,))] == pytest.approx((1.0, 2.0))
     assert got[Flow(2, 0, 2, (1,))] == pytest.approx((4 / 3, 1.0))
 
 
-def _exact_sharing(spans, i):
+def exact_sharing(spans, i):
     """Flow i's effective sharing from the definition, in rationals: its duration over the
-    integral of 1 / k(t), k(t) = 1 + the other flows with start <= t < end (t inside i's run)."""
-    from fractions import Fraction as Q
-    s, e = map(Q, spans[i])
+    integral of 1 / k(t), k(t) = 1 + the other flows with start <= t < end (t inside i's run);
+    a flow of no duration: 1 + the others running strictly across its instant."""
+    s, e = map(Fraction, spans[i])
     if e <= s:
-        return 1 + sum(1 for j, (a, b) in enumerate(spans) if j != i and Q(a) < s < Q(b))
-    cuts = sorted({s, e, *(Q(x) for a, b in spans for x in (a, b) if s < Q(x) < e)})
+        return 1 + sum(1 for j, (a, b) in enumerate(spans) if j != i and Fraction(a) < s
+                       < Fraction(b))
+    cuts = sorted({s, e, *(Fraction(x) for a, b in spans for x in (a, b)
+                           if s < Fraction(x) < e)})
     inverse = sum((b - a) / (1 + sum(1 for j, (x, y) in enumerate(spans)
-                                     if j != i and Q(x) <= (a + b) / 2 < Q(y)))
+                                     if j != i and Fraction(x) <= (a + b) / 2 < Fraction(y)))
                   for a, b in zip(cuts[:-1], cuts[1:], strict=True))
     return (e - s) / inverse
 
 
-def _group_sharing_on_arrays(spans):
-    from react.control.estimate import _group_sharing_rows
-    return _group_sharing_rows(np.array([[a for a, _b in spans]]),
-                               np.array([[b for _a, b in spans]]))[0].tolist()
+def groups_pattern(groups, side):
+    """One flow per span; the flows of ``groups[g]`` share rank g's ``side`` ("src": its
+    outbound link, "dst": its inbound link), every other end is a rank of its own."""
+    flows, spans, other = [], [], 1000
+    for g, group in enumerate(groups):
+        for span in group:
+            other += 1
+            flows.append(Flow(1, g, other, (0,)) if side == "src" else Flow(1, other, g, (0,)))
+            spans.append(span)
+    ranks = sorted({r for f in flows for r in (f.src, f.dst)})
+    pattern = Pattern("allreduce", tuple(ranks), (Chunk(0, 1.0),), flows)
+    order = {f: i for i, f in enumerate(flows)}
+    return pattern, [spans[order[f]] for f in pattern.flows]
 
 
-@pytest.mark.parametrize("implementation", ["python", "arrays"])
-def test_group_sharing_matches_the_definition_on_random_groups(implementation):
-    import random
-
-    from react.control.estimate import _group_sharing
-    sharing = _group_sharing if implementation == "python" else _group_sharing_on_arrays
-    rng = random.Random(7)
-    points = [0.0, 0.5, 1.0, 1.0000000000000002, 2.0]  # ties, adjacent floats, instants
-    for _ in range(400):
-        n = rng.randint(2, 6)
+def random_groups(rng, count):
+    # Ties, adjacent floats and instants: 1 and 1 + 2**-52 are one ulp apart, and the midpoint
+    # of an interval between them rounds onto its low end.
+    points = [0.0, 0.5, 1.0, 1.0000000000000002, 2.0]
+    groups = []
+    for _ in range(count):
         starts = [rng.choice(points) if rng.random() < 0.6 else rng.uniform(0, 2)
-                  for _ in range(n)]
-        spans = [(a, max(a, rng.choice(points) if rng.random() < 0.6 else a + rng.uniform(0, 1)))
-                 for a in starts]
-        got = sharing(spans)
-        for i in range(n):
-            assert got[i] == pytest.approx(float(_exact_sharing(spans, i)), rel=1e-12), spans
+                  for _ in range(rng.randint(2, 6))]
+        groups.append([(a, max(a, rng.choice(points) if rng.random() < 0.6
+                               else a + rng.uniform(0, 1))) for a in starts])
+    return groups
 
 
-def test_group_sharing_rows_give_the_floats_of_the_group_by_group_python():
-    import random
-
-    import react.control.estimate as estimate
-    # Many groups of one size at once, with ties, adjacent floats and instants (midpoints that
-    # round onto a cut, where a flow's last term differs) and long runs across many intervals:
-    # all rows at once, each row alone and the group-by-group Python implementation (its sums
-    # in the same order) must give the same floats, bit for bit. (Not the definition: where a
-    # flow lasts one ulp, both count the flows ending with it at the midpoint that rounds onto
-    # its end as not running, a difference confined to an interval of one ulp.)
-    rng = random.Random(11)
-    # The midpoint of 1 + 2**-52 and 1 + 2**-51 rounds (to even) onto the latter.
-    points = [0.0, 0.5, 1.0, 1.0000000000000002, 1.0000000000000004, 2.0, 3.0,
-              3.0000000000000004]
-    for size in (2, 5, 9):
-        groups = []
-        for _ in range(300):
-            starts = [rng.choice(points) if rng.random() < 0.6 else rng.uniform(0, 3)
-                      for _ in range(size)]
-            groups.append([(a, max(a, rng.choice(points) if rng.random() < 0.6
-                                   else a + rng.uniform(0, 1))) for a in starts])
-        groups.append([(0.0, 3.0), *((k / size, (k + 1) / size) for k in range(size - 1))])
-        start = np.array([[a for a, _b in g] for g in groups])
-        end = np.array([[b for _a, b in g] for g in groups])
-        cuts = np.sort(np.concatenate((start, end), axis=1), axis=1)
-        assert np.any(0.5 * (cuts[:, :-1] + cuts[:, 1:]) == cuts[:, 1:])
-        assert np.any(end == start)
-        together = estimate._group_sharing_rows(start, end).tolist()
-        for g, spans in enumerate(groups):
-            alone = estimate._group_sharing_rows(start[g:g + 1], end[g:g + 1])[0].tolist()
-            assert together[g] == alone == list(estimate._group_sharing(spans)), spans
+@pytest.mark.parametrize("side", ["src", "dst"])
+@pytest.mark.parametrize("count", [20, 90])  # 20 groups: flow by flow; 90: over ARRAY_FLOWS
+def test_overlap_sharing_matches_the_definition_on_random_groups(side, count):
+    groups = random_groups(random.Random(7 + count), count)
+    pattern, spans = groups_pattern(groups, side)
+    assert (len(pattern.flows) >= ARRAY_FLOWS) is (count == 90)
+    # One flow is not live (zero bytes): it neither counts nor is counted.
+    dead = len(spans) // 2
+    live = [i != dead for i in range(len(spans))]
+    got = overlap_sharing(pattern, [a for a, _b in spans], [b for _a, b in spans], live)
+    at = 0 if side == "src" else 1
+    for i, f in enumerate(pattern.flows):
+        mates = [j for j, g in enumerate(pattern.flows)
+                 if live[j] and getattr(g, side) == getattr(f, side)]
+        if not live[i] or len(mates) < 2:
+            assert got[i][at] == 1.0
+        else:
+            want = float(exact_sharing([spans[j] for j in mates], mates.index(i)))
+            assert got[i][at] == pytest.approx(want, rel=1e-12), [spans[j] for j in mates]
+        assert got[i][1 - at] == 1.0  # the other end of every flow is alone
 
 
-@pytest.mark.parametrize("implementation", ["python", "arrays"])
-def test_overlap_sharing_of_groups_of_several_sizes_matches_the_definition(implementation):
-    import random
-
-    from react.control.estimate import _flow_arrays, _overlap_sharing_in_python, _SharingGroups
-    # Senders 0..5 send 1..6 flows (groups of every size solved together); receivers get a
-    # mix; one flow is not live (zero bytes): it neither counts nor is counted.
-    rng = random.Random(3)
-    flows = [Flow(step, src, 6 + (src * 7 + step) % 5, (0,))
-             for src in range(6) for step in range(1, src + 2)]
-    p = Pattern("allreduce", tuple(range(11)), (Chunk(0, 1.0),), flows)
-    points = [0.0, 1.0, 1.0000000000000002, 2.0]
-    start = [rng.choice(points) if rng.random() < 0.4 else rng.uniform(0, 2) for _ in p.flows]
-    end = [a if rng.random() < 0.1 else a + rng.choice([1.0, rng.uniform(0, 2)]) for a in start]
-    live = [i != 4 for i in range(len(p.flows))]
-    if implementation == "python":
-        got = _overlap_sharing_in_python(p, start, end, live)
-    else:
-        flows = _flow_arrays(p)
-        sides = _SharingGroups(flows.src, flows.dst, np.array(live)).sharing(np.array(start),
-                                                                           np.array(end))
-        got = list(zip(*(side.tolist() for side in sides), strict=True))
-    for side, key in ((0, "src"), (1, "dst")):
-        for i, f in enumerate(p.flows):
-            group = [j for j, g in enumerate(p.flows)
-                     if live[j] and getattr(g, key) == getattr(f, key)]
-            if not live[i] or len(group) < 2:
-                assert got[i][side] == 1.0
-                continue
-            spans = [(start[j], end[j]) for j in group]
-            want = float(_exact_sharing(spans, group.index(i)))
-            assert got[i][side] == pytest.approx(want, rel=1e-12), (i, side, spans)
+@pytest.mark.parametrize("copies", [1, ARRAY_FLOWS])
+def test_a_flow_one_ulp_long_does_not_share_with_the_flow_starting_at_its_end(copies):
+    # A runs over [1 + 2**-52, 1 + 2**-51], B from A's end to 2. The midpoint of A's one
+    # interval rounds (to even) onto A's end, where B has started; B still does not run
+    # alongside A: both ran alone (1.0). Flow by flow and, with many such groups, on arrays.
+    a, b = (1.0000000000000002, 1.0000000000000004), (1.0000000000000004, 2.0)
+    assert 0.5 * (a[0] + a[1]) == a[1]
+    pattern, spans = groups_pattern([[a, b]] * copies, "src")
+    got = overlap_sharing(pattern, [s for s, _e in spans], [e for _s, e in spans],
+                          [True] * len(spans))
+    assert got == [(1.0, 1.0)] * (2 * copies)
 
 
-def test_round2_is_pythons_round():
-    from react.control.estimate import _round2
+def test_round2_gives_pythons_round():
     # Halves of a cent as written (0.125 is exact and rounds to even, 1.005 and 2.675 are
     # stored just below their half), their neighbouring floats, large and infinite values.
     values = [0.125, 0.375, 1.005, 2.675, 0.015, 1e7 + 0.005, 123456.785, -0.125, 0.0,
@@ -300,86 +294,139 @@ def test_round2_is_pythons_round():
     values += [math.nextafter(v, math.inf) for v in values] + [
         math.nextafter(v, -math.inf) for v in values]
     values += [k / 200 for k in range(2000)] + [k / 1000 + 1e-12 for k in range(2000)]
-    assert _round2(np.array(values)).tolist() == [round(v, 2) for v in values]
+    assert round2(np.array(values)).tolist() == [round(v, 2) for v in values]
 
 
-def test_large_patterns_priced_on_arrays_as_flow_by_flow():
-    import random
+# -- pricing a whole pattern ----------------------------------------------------------------
 
-    from react.control.estimate import FctModel, _Observation
-    from react.model.critical import ARRAY_FLOWS
-    from react.patterns import allreduce_double_binary_tree
-    # 128 ranks: 508 flows, priced on arrays; flow by flow must give the same floats. Random
-    # observations of some pairs (seen, rated links, a degraded-looking link, unseen pairs).
-    p = allreduce_double_binary_tree(128)
-    assert len(p.flows) >= ARRAY_FLOWS
+SCHEDULE_PASSES = 4
+"""Rounds of repricing at the schedule's overlaps (the module docstring's "a few rounds")."""
+
+
+def defined_fcts(model, pattern, message_bytes, concurrency):
+    """Every flow's estimated FCT as the module docstring defines it, flow by flow: priced at
+    its step's degrees; with "schedule", repriced at the overlaps (to 1%) of the schedule the
+    previous prices give, until they repeat or for SCHEDULE_PASSES rounds."""
+    degrees = pattern.degrees()
+    classes = flow_degrees(pattern).tolist()
+    size = [pattern.flow_bytes(f, message_bytes) for f in pattern.flows]
+    sides = [(degrees[(f.step, f.src)][1], degrees[(f.step, f.dst)][0]) for f in pattern.flows]
+
+    def price(sides):
+        return [model.flow_fct(f, k, b, out_degree=o, in_degree=i, share=max(o, i))
+                for f, k, b, (o, i) in zip(pattern.flows, classes, size, sides, strict=True)]
+
+    fcts = price(sides)
+    if concurrency == "schedule":
+        for _round in range(SCHEDULE_PASSES):
+            start, end = schedule(pattern, fcts)
+            overlap = [(round(o, 2), round(i, 2)) for o, i in overlap_sharing(
+                pattern, start.tolist(), end.tolist(), [b > 0 for b in size])]
+            if overlap == sides:
+                break
+            sides = overlap
+            fcts = price(sides)
+    return fcts
+
+
+def random_history(pattern, rng, *, unseen, concurrency, epochs=2, slow=()):
+    """The history of ``epochs`` runs of ``pattern`` with random FCTs (ranks in ``slow``
+    receiving at a third of the rate)."""
+    history = FctHistory(60, unseen=unseen, concurrency=concurrency)
+    message = 4e6
+    for epoch in range(epochs):
+        fcts = [pattern.flow_bytes(f, message) * 8 / 100e9 * rng.uniform(1.0, 2.0)
+                * (3.0 if f.dst in slow else 1.0) for f in pattern.flows]
+        start, end = schedule(pattern, fcts)
+        timings = tuple(FlowTiming(f, float(a), float(b), pattern.flow_bytes(f, message))
+                        for f, a, b in zip(pattern.flows, start, end, strict=True))
+        history.add(pattern, [EpochResult(epoch, float(end.max()), timings, message)])
+    return history
+
+
+def swapped(pattern, x, y):
+    """``pattern`` with ranks x and y exchanged in every flow: new (src, dst) pairs."""
+    swap = {x: y, y: x}
+    return pattern.relabelled(replace(f, src=swap.get(f.src, f.src), dst=swap.get(f.dst, f.dst))
+                              for f in pattern.flows)
+
+
+@pytest.mark.parametrize("concurrency", ["step", "schedule"])
+@pytest.mark.parametrize("unseen", ["links", "links_endpoints", "degree_median"])
+@pytest.mark.parametrize("ranks", [8, 128])  # 28 flows priced flow by flow, 508 on arrays
+def test_pattern_fcts_are_the_defined_prices(ranks, unseen, concurrency):
+    # Observed: the tree with random FCTs, ranks 3 and 5 slow to receive. Priced: the tree
+    # (every pair seen) and the tree with 0 and 3 exchanged (some pairs never seen, some
+    # reaching the slow ranks), both to the float.
+    tree = allreduce_double_binary_tree(ranks)
+    assert (len(tree.flows) >= ARRAY_FLOWS) is (ranks == 128)
     rng = random.Random(5)
-    obs = [_Observation(f.src, f.dst, 1, 1e6, rng.uniform(1e-4, 1e-3), rng.choice([1.0, 1.5, 2.0]),
-                        rng.choice([1.0, 2.0, 3.0])) for f in rng.sample(p.flows, 300)]
-    for unseen in ("links", "links_endpoints", "degree_median"):
-        for concurrency in ("step", "schedule"):
-            model = FctModel(obs, unseen=unseen, concurrency=concurrency)
-            on_arrays = model.pattern_fcts(p, 4e6)
-            in_python = model._pattern_fcts_in_python(p, 4e6)
-            assert on_arrays.tolist() == in_python.tolist()
-    # A ring: one pair each way per rank, so no link is rated. Seen: every pair of the ring;
-    # priced: the ring with ranks 0 and 5 exchanged, whose four new pairs "links_endpoints"
-    # prices by their ends, on arrays as flow by flow (and unlike the default).
-    from dataclasses import replace
+    model = random_history(tree, rng, unseen=unseen, concurrency=concurrency,
+                           slow={3, 5}).model()
+    for pattern in (tree, swapped(tree, 0, 3)):
+        got = model.pattern_fcts(pattern, 4e6).tolist()
+        assert got == defined_fcts(model, pattern, 4e6, concurrency)
 
-    from react.patterns import allreduce_ring
+
+@pytest.mark.parametrize("concurrency", ["step", "schedule"])
+def test_a_ring_on_arrays_prices_its_unseen_pairs_by_their_ends(concurrency):
+    # A 32-rank ring (1,984 flows): one pair each way per rank, so no link is rated. Priced:
+    # the ring with ranks 0 and 5 exchanged, whose four new pairs "links_endpoints" prices by
+    # the pairs seen at their ends (as defined, and unlike the default "links").
     ring = allreduce_ring(32)
-    assert len(ring.flows) >= ARRAY_FLOWS
-    swap = {0: 5, 5: 0}
-    moved = ring.relabelled(replace(f, src=swap.get(f.src, f.src), dst=swap.get(f.dst, f.dst))
-                            for f in ring.flows)
-    pairs = sorted({(f.src, f.dst) for f in ring.flows})
-    assert len(pairs) == 32
-    obs = [_Observation(a, b, 1, 1e6, rng.uniform(1e-4, 1e-3), 1.0, 1.0) for a, b in pairs]
-    for concurrency in ("step", "schedule"):
-        model = FctModel(obs, unseen="links_endpoints", concurrency=concurrency)
-        fcts = model.pattern_fcts(moved, 4e6)
-        assert fcts.tolist() == model._pattern_fcts_in_python(moved, 4e6).tolist()
-        assert fcts.tolist() != FctModel(obs, concurrency=concurrency).pattern_fcts(
-            moved, 4e6).tolist()
+    assert len({(f.src, f.dst) for f in ring.flows}) == 32
+    rng = random.Random(6)
+    moved = swapped(ring, 0, 5)
+    ends = random_history(ring, rng, unseen="links_endpoints", concurrency=concurrency,
+                          epochs=1, slow={5}).model()
+    fcts = ends.pattern_fcts(moved, 4e6).tolist()
+    assert fcts == defined_fcts(ends, moved, 4e6, concurrency)
+    rng = random.Random(6)
+    plain = random_history(ring, rng, unseen="links", concurrency=concurrency, epochs=1,
+                           slow={5}).model()
+    assert fcts != plain.pattern_fcts(moved, 4e6).tolist()
 
 
 def test_pricing_views_dropped_are_built_again_the_same():
-    import random
+    # What pricing a large pattern keeps with it (its flow arrays, gate arrays, the critical
+    # path's plan: Pattern.derived views) can be dropped: the next pricing builds it again,
+    # with the same floats.
+    tree = allreduce_double_binary_tree(128)
+    model = random_history(tree, random.Random(8), unseen="links",
+                           concurrency="schedule").model()
+    first = model.pattern_fcts(tree, 4e6)
+    path = critical_path(tree, first)
+    views = ["estimate.flow_arrays", ("gate_arrays", "algorithm2"),
+             ("critical.plan", "algorithm2")]
 
-    from react.control.estimate import FctModel, _Observation, forget_pricing_views
-    from react.model.critical import critical_path
-    from react.patterns import allreduce_double_binary_tree
-    # What pricing a large pattern keeps with it (flow arrays, gate arrays, the critical
-    # path's plan) can be dropped: the next pricing builds it again, with the same floats,
-    # and equal to pricing flow by flow.
-    p = allreduce_double_binary_tree(128)
-    rng = random.Random(8)
-    obs = [_Observation(f.src, f.dst, 1, 1e6, rng.uniform(1e-4, 1e-3), 1.0, 1.0)
-           for f in rng.sample(p.flows, 300)]
-    model = FctModel(obs, concurrency="schedule")
-    first = model.pattern_fcts(p, 4e6)
-    path = critical_path(p, first)
-    views = p._cache["derived"]
-    assert {"estimate.flow_arrays", ("gate_arrays", "algorithm2"),
-            ("critical.plan", "algorithm2")} <= set(views)
-    forget_pricing_views(p)
-    assert not {"estimate.flow_arrays", ("gate_arrays", "algorithm2"),
-                ("critical.plan", "algorithm2")} & set(views)
-    again = model.pattern_fcts(p, 4e6)
-    assert again.tolist() == first.tolist() == model._pattern_fcts_in_python(p, 4e6).tolist()
-    assert critical_path(p, again) == path
+    def kept(view):
+        def absent():
+            raise LookupError(view)
+        try:
+            tree.derived(view, absent)
+        except LookupError:
+            return False
+        return True
 
+    assert all(kept(v) for v in views)
+    forget_pricing_views(tree)
+    assert not any(kept(v) for v in views)
+    again = model.pattern_fcts(tree, 4e6)
+    assert again.tolist() == first.tolist()
+    assert critical_path(tree, again) == path
+
+
+# -- reading links: shared or degraded, and the capacity ---------------------------------------
 
 def slow_into_2(shared_rate):
-    """Rank 2's inbound link: 0 -> 2 alone at 1/4 of C = 1, 1 -> 2 beside another job flow
-    (k = 2) at ``shared_rate``; every other pair alone at 1."""
-    from react.control.estimate import FctModel, _Observation
-    obs = [_Observation(0, 2, 1, 1.0, 4.0, 1.0, 1.0),
-           _Observation(1, 2, 2, 1.0, 1.0 / shared_rate, 1.0, 2.0)]
-    obs += [_Observation(s, d, 1, 1.0, 1.0, 1.0, 1.0)
-            for s, d in ((0, 3), (1, 3), (2, 0), (2, 1), (3, 0), (3, 1))]
-    return FctModel(obs, concurrency="schedule")
+    """Rank 2's inbound link: 0 -> 2 alone at 1/4 of C = 1; 1 -> 2 and 4 -> 2 side by side
+    (k = 2) at ``shared_rate`` each; every other pair alone at 1."""
+    slow = 1.0 / shared_rate
+    spans = {Flow(1, 0, 2, (0,)): (0.0, 4.0), Flow(2, 1, 2, (0,)): (16.0, 16.0 + slow),
+             Flow(2, 4, 2, (0,)): (16.0, 16.0 + slow)}
+    for i, (s, d) in enumerate(((0, 3), (1, 3), (2, 0), (2, 1), (3, 0), (3, 1))):
+        spans[Flow(3 + i, s, d, (0,))] = (32.0 + 16.0 * i, 33.0 + 16.0 * i)
+    return observed(spans, concurrency="schedule")
 
 
 def test_a_slow_link_read_at_one_sharing_is_taken_as_shared():
@@ -393,8 +440,11 @@ def test_a_slow_link_read_at_one_sharing_is_taken_as_shared():
 
 
 def test_readings_at_several_sharings_tell_a_degraded_link_from_a_shared_one():
-    # Degraded: 1/4 alone and 1/8 each with two flows (a quarter-capacity link): the unseen
-    # 3 -> 2 then gets 1/8 beside another flow (8 s per byte) and 1/4 alone.
+    # Readings of 2's inbound link, q = C / b - k: 0 -> 2 alone at 1/4 (q = 3); 1 -> 2 and
+    # 4 -> 2 together at 1/8 each (q = 6) or at 1/5 (q = 3); the least load is 3 either way.
+    # Degraded (a link of C' = max b k = 1/4): 1/4 alone and 1/8 each with two flows predicts
+    # 1/8 exactly, where sharing with 3 others predicts 1/5: the unseen 3 -> 2 then gets 1/8
+    # beside another flow (8 s per byte) and 1/4 alone.
     degraded = slow_into_2(1 / 8)
     assert degraded.flow_fct(Flow(1, 3, 2, (0,)), 2, 1.0, in_degree=2.0) == pytest.approx(8.0)
     assert degraded.flow_fct(Flow(1, 3, 2, (0,)), 1, 1.0) == pytest.approx(4.0)
@@ -428,22 +478,33 @@ def test_flows_of_different_steps_that_overlap_share_their_link():
     assert step[Flow(1, 0, 1, (0,))] == pytest.approx(2.0)
 
 
+def capacity_observed(concurrency):
+    """1 -> 2 over [0, 1] inside 0 -> 2's [0, 4], both into 2 at step 1; every other pair
+    alone at 1 byte/s."""
+    spans = {Flow(1, 1, 2, (0,)): (0.0, 1.0), Flow(1, 0, 2, (0,)): (0.0, 4.0)}
+    for i, (s, d) in enumerate(((0, 3), (1, 3), (2, 0), (2, 1), (3, 0), (3, 1))):
+        spans[Flow(2 + i, s, d, (0,))] = (16.0 * i + 16.0, 16.0 * i + 17.0)
+    return observed(spans, concurrency=concurrency)
+
+
 def test_capacity_is_read_from_flows_that_ran_alone():
-    # 1 -> 2 shared 2's inbound link with 0 -> 2 (k = 2) but got the full rate 1, its mate
-    # being held back elsewhere: b * k = 2 would double C. Every other flow ran alone at 1.
-    from react.control.estimate import FctModel, _Observation
-    obs = [_Observation(1, 2, 2, 1.0, 1.0, 1.0, 2.0), _Observation(0, 2, 2, 1.0, 4.0, 1.0, 2.0)]
-    obs += [_Observation(s, d, 1, 1.0, 1.0, 1.0, 1.0)
-            for s, d in ((0, 3), (1, 3), (2, 0), (2, 1), (3, 0), (3, 1))]
-    model = FctModel(obs, concurrency="schedule")
-    assert model._capacity == pytest.approx(1.0)
-    assert FctModel(obs)._capacity == pytest.approx(2.0)  # "step": the best b * k
-    # The unseen 3 -> 2 alone: both links free at C = 1 (2's inbound readings: 1 - 2 < 0 and
-    # 4 - 2 = 2 competing flows, the least kept, clipped to 0), plus the mean path excess over
-    # the 8 pairs: 1 -> 2 ran 1 s against 2 s predicted (-1), 0 -> 2 4 s against 2 (+2): 1/8.
-    assert model.flow_fct(Flow(1, 3, 2, (0,)), 1, 1.0) == pytest.approx(1.125)
+    # 1 -> 2 shared 2's inbound link with 0 -> 2 all along (k = 2) but got the full rate 1,
+    # its mate being held back elsewhere: b * k = 2 would double C. Read from the flows that
+    # ran alone, C = 1. 0 -> 2 shared for 1 s of its 4: k = 4 / (1/2 + 3) = 8/7.
+    model = capacity_observed("schedule")
+    # 2's inbound readings q = C / b - k: 1 - 2 < 0 (kept, the least, clipped to 0) and
+    # 4 - 8/7; so both links of the unseen 3 -> 2 are free at C = 1, plus the mean path excess
+    # over the 8 pairs: 1 -> 2 ran 1 s against 2 s predicted (-1), 0 -> 2 4 s against 8/7
+    # (+20/7): (20/7 - 1) / 8 = 13/56.
+    assert model.flow_fct(Flow(1, 3, 2, (0,)), 1, 1.0) == pytest.approx(1 + 13 / 56)
     # 1 -> 2 alone: its links say 1 s, its own excess -1 s: never faster than C, so 1 s.
     assert model.flow_fct(Flow(1, 1, 2, (0,)), 1, 1.0) == pytest.approx(1.0)
+    # "step" takes the best b * k, C = 2 (1 -> 2 at its step's in-degree 2), and then reads
+    # every link a flow crossed alone at rate 1 as carrying q = 2 - 1 = 1 competing flow: the
+    # unseen 3 -> 2 gets 2 / (1 + 1) = 1 from 3's outbound link (2's inbound is free: 2 / 1 -
+    # 2 = 0), plus the mean excess, 0 -> 2's 4 s against the 1 s predicted over 8 pairs: 3/8.
+    assert capacity_observed("step").flow_fct(Flow(1, 3, 2, (0,)), 1, 1.0) == \
+        pytest.approx(1 + 3 / 8)
 
 
 def test_unknown_concurrency_rule_is_an_error():

@@ -157,7 +157,8 @@ def test_kept_swaps_follows_the_trial_convention():
     trace = [
         {"action": "try", "swaps": ["s1", "s2"]},    # kept: next is a try
         {"action": "try", "swaps": ["s3"]},          # reverted by the next
-        {"action": "revert_try", "swaps": ["s4"]},   # kept: next is keep
+        {"action": "revert", "swaps": []},
+        {"action": "try", "swaps": ["s4"]},          # kept: next is keep
         {"action": "keep", "swaps": []},
         {"action": "try", "swaps": ["s5"]},          # still on trial at the end: not kept
     ]
@@ -229,7 +230,10 @@ def test_default_suite_covers_every_collective_topology_and_congestion_kind():
     (lambda s: 'controllers = ["nope_pkg.mod:X"]\n' + s, r"cannot import module 'nope_pkg.mod'"),
     (lambda s: s + 'name = "q"\nreact = 5\n', r"scenarios\[1\]\.react = 5"),
     (lambda s: s + 'name = "q"\nreact = { magic = 1 }\n', r"magic"),
-    (lambda s: s + 'name = "q"\nreact = { fit_tolerance = 2.0 }\n', r"fit_tolerance"),
+    (lambda s: s + 'name = "q"\nreact = { overestimate_tolerance = 2.0 }\n',
+     r"overestimate_tolerance"),
+    (lambda s: s + 'name = "q"\nreact = { fit_tolerance = 0.25 }\n',
+     r"parameter 'fit_tolerance' was removed"),
 ])
 def test_bad_suite_is_one_error_naming_it(work, edit, words):
     (work / "suite.toml").write_text(edit(SUITE))

@@ -58,6 +58,10 @@ def test_decisions_and_pattern_changes_are_instant_events_with_reasons(star_run)
     assert [d["args"]["reason"] for d in decisions] == [d.reason for d in run.decisions]
     # batches of B = 6 epochs: the first decision follows epoch 5, the second epoch 11
     assert [d["args"]["epoch"] for d in decisions][:2] == [5, 11]
+    # what the first decision acted on: p = 2 into rank 3 slows every flow into it
+    assert decisions[0]["args"]["congested"] == [
+        "1->3 at step 2: steady", "5->3 at step 2: steady", "7->3 at step 4: steady",
+        "2->3 at step 6: steady"]
     changed = [e for e in range(1, 14) if run.patterns[e] != run.patterns[e - 1]]
     assert [c["args"]["epoch"] for c in _by_cat(trace, "pattern")] == changed
     assert changed and changed[0] == 6  # the first swap is tried right away (no apply delay)

@@ -648,3 +648,49 @@ def test_a_rank_on_the_leaders_clock_gets_offset_zero_and_another_clock_is_estim
         for c in clients:
             c.close()
         thread.join(timeout=10)
+
+
+def _result_file(tmp_path, decisions):
+    """A result file of one epoch of the 8-rank tree (every flow 1 ms) and these decisions."""
+    tree = allreduce_double_binary_tree(8)
+    doc = {"format": "react-tuner-result/1", "patterns": [tree.to_dict()],
+           "epochs": [{"epoch": 0, "pattern": 0, "collective_time_s": 6e-3,
+                       "message_bytes": MESSAGE, "flows": [[0.0, 1e-3, 1e7]] * len(tree.flows)}],
+           "decisions": [{"batch": i, "action": "keep", "pattern": 0, "reason": "r", "swaps": [],
+                          "estimated_gain": None, "observed_gain": None, "mean_time_s": 6e-3,
+                          **extra} for i, extra in enumerate(decisions)]}
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_decisions_congestion_report_crosses_the_result_file(tmp_path):
+    from react.control.detect import CongestionReport, FlowCongestion
+    from react.model.pattern import Flow
+    from react.runtime.tuner.messages import report_to_dict
+
+    # Rank 3 steady congested inbound (its flow 1->3 at step 2 named with its numbers) and one
+    # erratic flow; the JSON carries the flows as Pattern.to_dict writes them.
+    report = CongestionReport(
+        (FlowCongestion(Flow(2, 1, 3, (1,), "reduce"), "steady", 2, 25e9, 25e9, 47.2e9, 0.0),
+         FlowCongestion(Flow(6, 2, 1, (0,), "copy"), "erratic", 2, 50e9, 41e9, 47.2e9, 0.31)),
+        frozenset({3}), frozenset())
+    data = report_to_dict(report)
+    assert data["flows"][0] == {"flow": [2, 1, 3, [1], "reduce"], "kind": "steady", "degree": 2,
+                                "p90_bps": 25e9, "mean_bps": 25e9, "class_mean_bps": 47.2e9,
+                                "normalised_std": 0.0}
+    assert data["steady_inbound"] == [3] and data["steady_outbound"] == []
+    # Read back: the same report; a decision written with "report": null, and one written
+    # before decisions carried a report (no key), read as None.
+    path = _result_file(tmp_path, [{"report": data}, {"report": None}, {}])
+    _results, _ran, decisions = read_result(path)
+    assert [d.report for d in decisions] == [report, None, None]
+
+
+def test_a_malformed_report_in_a_result_file_is_named(tmp_path):
+    bad = {"flows": [{"flow": [2, 1, 3, [1], "reduce"], "kind": "hot", "degree": 2,
+                      "p90_bps": 1.0, "mean_bps": 1.0, "class_mean_bps": 1.0,
+                      "normalised_std": 0.0}], "steady_inbound": [], "steady_outbound": []}
+    path = _result_file(tmp_path, [{"report": bad}])
+    with pytest.raises(ReactError, match="kind must be 'steady' or 'erratic', got 'hot'"):
+        read_result(path)

@@ -238,3 +238,41 @@ def test_report_html_writes_a_page_per_stored_pair_and_an_index(tmp_path, capsys
     page = (tmp_path / "pages" / link).read_text()
     assert "1 more pair(s) not shown" in index
     assert "sweep tiny, point background.0.p=" in page and len(_images(page)) == 2
+
+
+def test_the_ten_is_painted_from_what_the_job_saw(monkeypatch):
+    # A tree whose flows run at the fair share of the busier of their 100 Gb/s links, two
+    # background flows into rank 3. With delta1 = 0.5 the job's first decision finds only 7->3
+    # (step 4, 33.3 Gb/s against its class's 83.3) steady congested; the defaults would flag
+    # the four flows into rank 3. The "before" picture paints what the job saw: 7->3, rank 3.
+    from react.control.controller import Controller, ControllerConfig
+    from react.control.detect import detect_congestion
+    from react.model.critical import schedule
+    from react.model.observation import EpochResult, FlowTiming
+    from react.patterns import allreduce_double_binary_tree
+    from react.run.driver import JobRun
+    from react.run.scenario import parse_scenario
+    from react.show import runpage
+
+    tree, message = allreduce_double_binary_tree(8), 20e6
+    degrees = tree.degrees()
+    fcts = [tree.flow_bytes(f, message) * 8 / 100e9
+            * max(degrees[(f.step, f.src)][1], degrees[(f.step, f.dst)][0] + 2 * (f.dst == 3))
+            for f in tree.flows]
+    start, end = schedule(tree, fcts)
+    timings = tuple(FlowTiming(f, float(a), float(b), tree.flow_bytes(f, message))
+                    for f, a, b in zip(tree.flows, start, end, strict=True))
+    batch = [EpochResult(e, float(end.max()), timings, message) for e in range(6)]
+    decision = Controller(tree, ControllerConfig(delta1=0.5)).observe(batch)
+    run = JobRun("tree", batch, [tree] * 6, [decision])
+    scenario = parse_scenario({
+        "topology": {"name": "star", "n": 8},
+        "jobs": [{"name": "tree", "collective": "allreduce_double_binary_tree", "ranks": 8,
+                  "message_bytes": message, "epochs": 6, "react": {"delta1": 0.5}}]})
+    painted = []
+    monkeypatch.setattr("react.show.draw.draw", lambda pattern, highlight=(), **kw:
+                        painted.append((kw.get("title"), list(highlight))))
+    runpage.run_page(scenario, {"tree": run})
+    slow = next(f for f in tree.flows if (f.src, f.dst, f.step) == (7, 3, 4))
+    assert painted[0] == ("before: congested flows in red", [slow, 3])
+    assert len(detect_congestion(tree, batch).flows) == 4  # what a re-run with defaults sees
