@@ -186,7 +186,7 @@ class TunerLeader:
         self.message_bytes = float(message_bytes)
         self.timeout_s = float(timeout_s)
         self.max_message_bytes = max_message_bytes
-        self.batch_epochs = controller.config.batch_epochs if controller else None
+        self.batch_epochs = None if controller is None else controller.config.batch_epochs
         self.apply_delay_epochs = apply_delay_epochs
         self._patterns: list[Pattern] = [pattern]
         self._index = {pattern_fingerprint(pattern): 0}
