@@ -18,11 +18,14 @@ Starts and stops
     named ``{prefix}-{node}`` with a per-run prefix ``rct<tag>`` and every link lives inside
     them, so ``clean()`` (``react emu clean``) removes whatever a run killed with SIGKILL left.
 
-Layout: :mod:`.plan` (what to build, pure data), :mod:`.tc` (shapers), :mod:`.network`
-(:class:`EmuNetwork`), :mod:`.traffic` (bounded background sender and sink script),
-:mod:`.probe` (one timed transfer), :mod:`.cleanup` (teardown hooks, :func:`clean`),
-:mod:`.limits` (:func:`max_hosts`), :mod:`.names`, :mod:`.shell`, :mod:`.cli`
-(``react emu``). Measured behaviour: ``docs/emulator.md``.
+Layout: :mod:`.plan` (what to build, pure data), :mod:`.build` (the plan made real: ``ip`` and
+``tc`` commands), :mod:`.tc` (shapers), :mod:`.network` (:class:`EmuNetwork`), :mod:`.traffic`
+(bounded background sender and sink script), :mod:`.probe` (one timed transfer), :mod:`.job`
+(:class:`~.job.EmuJob`: a job of real ranks, started through
+:class:`react.runtime.launcher.RankLauncher`), :mod:`.cleanup` (teardown hooks, :func:`clean`),
+:mod:`.limits` (:func:`max_hosts`), :mod:`.names`, :mod:`.shell`, :mod:`.spec` (the scenario's
+``[emu]`` table). The ``react emu`` command is :mod:`react.commands.emu`. Measured behaviour:
+``docs/emulator.md``.
 """
 
 from react.backends.emu.cleanup import clean

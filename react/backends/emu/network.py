@@ -2,12 +2,12 @@
 
 Hosts are namespaces with one veth (``eth0``). A star's switch is a Linux bridge in its own
 namespace; in any fabric with several switches every switch is a router namespace with kernel
-multipath routes hashed on the five-tuple (see ``_ROUTER_SYSCTLS`` for why not policy 1), so a
-connection's source port picks its path, as flowsim's ECMP does. Every directed link is shaped
-on its sending port (:mod:`react.backends.emu.tc`) at the topology's capacity times ``scale``
-and every veth has ``gso_max_segs`` capped (GSO stays on: without it 2 cores become the
-bottleneck; with 64 KB super-packets short transfers starve). What is built is planned first
-as data (:mod:`react.backends.emu.plan`).
+multipath routes hashed on the five-tuple (:mod:`react.backends.emu.build` says why not policy 1),
+so a connection's source port picks its path, as flowsim's ECMP does. Every directed link is shaped
+on its sending port (:mod:`react.backends.emu.tc`) at the topology's capacity times ``scale`` and
+every veth has ``gso_max_segs`` capped (GSO stays on: without it 2 cores become the bottleneck; with
+64 KB super-packets short transfers starve). What is built is planned first as data
+(:mod:`react.backends.emu.plan`), then made by :mod:`react.backends.emu.build`.
 
 The network is built in ``__init__`` and removed by ``close()`` (also on ``with`` exit, on a
 failed build, at interpreter exit and on SIGINT/SIGTERM, :mod:`react.backends.emu.cleanup`).
@@ -32,15 +32,10 @@ from typing import Any
 from flowsim.topology import Topology
 from flowsim.traffic import source_seed
 from react.backends.emu import cleanup, shell, tc, traffic
+from react.backends.emu.build import HASH_SEED, build
 from react.backends.emu.errors import EmuError, EmuInputError
 from react.backends.emu.limits import line_rate_hosts, max_hosts
-from react.backends.emu.names import (
-    BRIDGE_IFNAME,
-    HOST_IFNAME,
-    check_prefix,
-    netns_name,
-    new_run_prefix,
-)
+from react.backends.emu.names import HOST_IFNAME, check_prefix, netns_name, new_run_prefix
 from react.backends.emu.plan import Egress, Plan, default_queue_bytes, plan_network
 
 LOW_PORT_OFFSET = 20000
@@ -51,8 +46,6 @@ MAX_BACKGROUND_S = 3600.0
 
 KILL_WAIT_S = 1.0
 
-LINKS_UP_S = 5.0
-"""How long a build waits for every port to be up (and forwarding, on a bridge)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,29 +58,6 @@ class Background:
     port: int
     sender: subprocess.Popen
     sink: subprocess.Popen
-
-
-def _sysctl_script(settings: Sequence[tuple[str, int]]) -> str:
-    return "; ".join(f"echo {v} > /proc/sys/{k.replace('.', '/')}" for k, v in settings)
-
-
-_COMMON_SYSCTLS: tuple[tuple[str, int], ...] = (
-    ("net.ipv6.conf.all.disable_ipv6", 1),  # no neighbour discovery chatter on the counters
-    ("net.ipv6.conf.default.disable_ipv6", 1),
-)
-_HASH_SEED = "net.ipv4.fib_multipath_hash_seed"
-_ROUTER_SYSCTLS: tuple[tuple[str, int], ...] = (
-    ("net.ipv4.ip_forward", 1),
-    # Hash the five-tuple. Policy 1 (L4) would do it for routed packets, but short-cuts to the
-    # skb's existing L4 hash when there is one, and a packet from a local socket carries the
-    # socket's random txhash across the veth: the path would follow that random number (and
-    # change after a retransmission timeout), not the source port. Policy 3 (custom fields)
-    # always dissects the packet: src/dst address, protocol, src/dst port = 0x37.
-    ("net.ipv4.fib_multipath_hash_policy", 3),
-    ("net.ipv4.fib_multipath_hash_fields", 0x37),
-    ("net.ipv4.conf.all.rp_filter", 0),  # ECMP makes paths asymmetric
-    ("net.ipv4.conf.default.rp_filter", 0),
-)
 
 
 class EmuNetwork:
@@ -137,8 +107,8 @@ class EmuNetwork:
                                 f"got {gso_max_segs!r}")
         if ecmp_seed is not None:
             _check_int("ecmp_seed", ecmp_seed, 1, 2**32 - 1)
-            if not os.path.exists(f"/proc/sys/{_HASH_SEED.replace('.', '/')}"):
-                raise EmuError(f"ecmp_seed needs {_HASH_SEED} (Linux >= 6.11); this kernel is "
+            if not os.path.exists(f"/proc/sys/{HASH_SEED.replace('.', '/')}"):
+                raise EmuError(f"ecmp_seed needs {HASH_SEED} (Linux >= 6.11); this kernel is "
                                f"{os.uname().release}")
         self.plan: Plan = plan_network(topology, hosts, link_rate_bps=link_rate_bps,
                                        queue_bytes=queue_bytes, fair_share=fair_share)
@@ -162,8 +132,6 @@ class EmuNetwork:
             raise EmuError(f"prefix {self.prefix!r} is in use by namespaces {taken[:3]}; "
                            f"pick another or run 'react emu clean' if that run is dead")
         self._queue_bytes = queue_bytes
-        self._gso_max_segs = gso_max_segs
-        self._ecmp_seed = ecmp_seed
         self._neighbour: dict[tuple[str, str], str] = {}  # (node, port) -> node at its end
         for c in self.plan.cables:
             self._neighbour[(c.a, c.a_ifname)] = c.b
@@ -182,78 +150,11 @@ class EmuNetwork:
         cleanup.register(self)
         start = time.monotonic()
         try:
-            self._build()
+            build(self.plan, self.netns, gso_max_segs=gso_max_segs, ecmp_seed=ecmp_seed)
         except BaseException:
             self.close()
             raise
         self.setup_s = time.monotonic() - start
-
-    # -- building --------------------------------------------------------------------------------
-    def _build(self) -> None:
-        plan = self.plan
-        nodes = plan.nodes
-        names = [self.netns(n) for n in nodes]
-        shell.batch("ip", (f"netns add {n}" for n in names))
-        routers = set(plan.switches) if plan.mode == "routed" else set()
-        seed = ((_HASH_SEED, self._ecmp_seed),) if self._ecmp_seed is not None else ()
-        # sysctls before the links exist, so that 'default' settings reach the new ports
-        shell.batch("ip", (
-            f"netns exec {self.netns(n)} sh -c '"
-            + _sysctl_script(_COMMON_SYSCTLS + (_ROUTER_SYSCTLS + seed if n in routers else ()))
-            + "'" for n in nodes))
-        segs = self._gso_max_segs
-        shell.batch("ip", (
-            f"link add name {c.a_ifname} netns {self.netns(c.a)} gso_max_segs {segs} type veth "
-            f"peer name {c.b_ifname} netns {self.netns(c.b)} gso_max_segs {segs}"
-            for c in plan.cables))
-        ports: dict[str, list[tuple[str, str | None]]] = {n: [] for n in nodes}
-        for c in plan.cables:
-            ports[c.a].append((c.a_ifname, c.a_cidr))
-            ports[c.b].append((c.b_ifname, c.b_cidr))
-        bridge = plan.switches[0] if plan.mode == "bridge" and plan.switches else None
-        # switches first: a port whose peer is still down gets its carrier later through the
-        # kernel's urgent link-watch path (at once); the other end would wait up to 1 s
-        for node in plan.switches + plan.hosts:
-            lines = ["link set lo up"]
-            if node == bridge:
-                lines.append(f"link add {BRIDGE_IFNAME} type bridge stp_state 0 forward_delay 0")
-                lines.append(f"link set {BRIDGE_IFNAME} gso_max_segs {segs} up")
-            for ifname, cidr in ports[node]:
-                if cidr:
-                    lines.append(f"addr add {cidr} dev {ifname}")
-                if node == bridge:
-                    lines.append(f"link set {ifname} master {BRIDGE_IFNAME}")
-                lines.append(f"link set {ifname} up")
-            shell.batch("ip", lines, netns=self.netns(node))
-        routes: dict[str, list[str]] = {}
-        for r in plan.routes:
-            hops = " ".join(f"nexthop via {gw} dev {dev}" for gw, dev in r.nexthops)
-            if len(r.nexthops) == 1:
-                hops = f"via {r.nexthops[0][0]} dev {r.nexthops[0][1]}"
-            routes.setdefault(r.node, []).append(f"route add {r.dest} {hops}")
-        for node, lines in routes.items():
-            shell.batch("ip", lines, netns=self.netns(node))
-        shaped: dict[str, list[str]] = {}
-        for e in plan.egress.values():
-            shaped.setdefault(e.src, []).extend(
-                tc.shape_lines(e.ifname, e.rate_bps, e.queue_bytes, e.buckets))
-        for node, lines in shaped.items():
-            shell.batch("tc", lines, netns=self.netns(node))
-        self._wait_links_up(nodes)
-
-    def _wait_links_up(self, nodes: Sequence[str]) -> None:
-        # The kernel reports a new veth's carrier (and so lets a bridge port forward) through
-        # its link-watch work, up to a second after 'link set up'; until then the first ARP or
-        # SYN is dropped and a connection loses a 1 s retransmission timeout. Wait for it.
-        waiting = list(nodes)
-        deadline = time.monotonic() + LINKS_UP_S
-        while True:
-            waiting = [n for n in waiting if not _links_up(self.netns(n))]
-            if not waiting:
-                return
-            if time.monotonic() > deadline:
-                raise EmuError(f"links of {waiting[:4]} not up after {LINKS_UP_S:g} s")
-            time.sleep(0.05)
 
     # -- lookups ---------------------------------------------------------------------------------
     @property
@@ -511,15 +412,3 @@ def _check_int(name: str, value: object, low: int, high: int | None) -> None:
     ):
         want = f"in [{low}, {high}]" if high is not None else f">= {low}"
         raise EmuInputError(f"{name} must be an integer {want}, got {name}={value!r}")
-
-
-def _links_up(netns: str) -> bool:
-    for link in json.loads(shell.run(["ip", "-n", netns, "-d", "-j", "link", "show"])):
-        if link.get("ifname") == "lo":
-            continue
-        if "LOWER_UP" not in link.get("flags", ()):  # carrier, known at once (operstate lags)
-            return False
-        port = link.get("linkinfo", {}).get("info_slave_data")
-        if port is not None and port.get("state") != "forwarding":
-            return False
-    return True

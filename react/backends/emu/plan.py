@@ -159,33 +159,14 @@ def _used_nodes(topology: Topology, hosts: Sequence[str], adj: dict[str, list[st
     return {names[i] for i in np.flatnonzero(used)} | set(hosts)
 
 
-def plan_network(topology: Topology, hosts: Sequence[str] | None = None, *,
-                 link_rate_bps: float = 200e6, queue_bytes: int | None = None,
-                 fair_share: bool = True) -> Plan:
-    """Plan the emulated network of ``topology`` restricted to ``hosts`` (all hosts if None).
-
-    Raises
-    ------
-    EmuInputError
-        On an unknown or repeated host, a switch used as a host, a host with more than one
-        cable, a bad rate or queue size.
-    """
-    rate = _check_rate("link_rate_bps", link_rate_bps)
-    if queue_bytes is not None and (
-        isinstance(queue_bytes, bool) or not isinstance(queue_bytes, int) or queue_bytes < 1500
-    ):
-        raise EmuInputError(
-            f"queue_bytes must be an integer >= 1500 (one packet), got {queue_bytes!r}"
-        )
+def _check_hosts(topology: Topology, hosts: Sequence[str] | None) -> tuple[str, ...]:
     all_hosts = topology.hosts
-    index = {h: i for i, h in enumerate(all_hosts)}
-    if hosts is None:
-        hosts = all_hosts
-    hosts = tuple(hosts)
+    hosts = all_hosts if hosts is None else tuple(hosts)
     if not hosts:
         raise EmuInputError("hosts must name at least one host, got an empty list")
+    known = set(all_hosts)
     for h in hosts:
-        if h not in index:
+        if h not in known:
             sample = ", ".join(all_hosts[:4]) + (", ..." if len(all_hosts) > 4 else "")
             raise EmuInputError(
                 f"unknown host {h!r}; topology {topology.name or '?'} has hosts {sample}"
@@ -196,15 +177,12 @@ def plan_network(topology: Topology, hosts: Sequence[str] | None = None, *,
     if len(all_hosts) > _MAX_INDEX:
         raise EmuInputError(f"the emulator addresses at most {_MAX_INDEX} hosts per topology, "
                             f"got {len(all_hosts)}")
+    return tuple(hosts)
 
-    adj = _adjacency(topology)
-    used = _used_nodes(topology, hosts, adj)
-    used_hosts = tuple(h for h in all_hosts if h in used)
-    used_switches = tuple(s for s in topology.switches if s in used)
-    mode: Literal["bridge", "routed"] = "bridge" if len(used_switches) <= 1 else "routed"
-    scale = rate / max(link.capacity_bps for link in topology.links)
 
-    # undirected cables among used nodes, in link order
+def _cable_pairs(topology: Topology, used: set[str],
+                 used_hosts: Sequence[str]) -> list[tuple[str, str]]:
+    """Undirected cables among the used nodes, in link order; every host has exactly one."""
     seen: set[frozenset[str]] = set()
     pairs: list[tuple[str, str]] = []
     for link in topology.links:
@@ -219,10 +197,19 @@ def plan_network(topology: Topology, hosts: Sequence[str] | None = None, *,
                 f"host {h!r} has {deg} cables in the built network; the emulator supports hosts "
                 "with exactly one cable (to a switch)"
             )
+    return pairs
 
+
+_Ports = dict[tuple[str, str], str]  # (node, neighbour) -> the node's port towards it
+_Cidrs = dict[tuple[str, str], str | None]  # (node, neighbour) -> that port's address
+
+
+def _cables(pairs: Sequence[tuple[str, str]], index: dict[str, int], used: set[str],
+            mode: str) -> tuple[list[Cable], _Ports, _Cidrs]:
+    """Name every port and address every cable (module docstring, Addressing)."""
     port_index: dict[str, int] = {n: 0 for n in used}
-    ifname_of: dict[tuple[str, str], str] = {}
-    cidr_of: dict[tuple[str, str], str | None] = {}
+    ifname_of: _Ports = {}
+    cidr_of: _Cidrs = {}
     cables: list[Cable] = []
     fabric = 0
     for a, b in pairs:
@@ -251,6 +238,67 @@ def plan_network(topology: Topology, hosts: Sequence[str] | None = None, *,
             cidr_of[(b, a)] = f"{_ip(base + 2)}/30"
         cables.append(Cable(a, ifname_of[(a, b)], cidr_of[(a, b)],
                             b, ifname_of[(b, a)], cidr_of[(b, a)]))
+    return cables, ifname_of, cidr_of
+
+
+def _routes(pairs: Sequence[tuple[str, str]], hosts: Sequence[str], used: set[str],
+            used_hosts: Sequence[str], used_switches: Sequence[str], host_ips: dict[str, str],
+            ifname_of: _Ports, cidr_of: _Cidrs) -> list[Route]:
+    """Every host's default route, and every router's /32 to each used host not attached to
+    it through each neighbour on a shortest path (ECMP)."""
+    routes: list[Route] = []
+    built_adj: dict[str, list[str]] = {n: [] for n in used}
+    for a, b in pairs:
+        built_adj[a].append(b)
+        built_adj[b].append(a)
+    for h in used_hosts:
+        (sw,) = built_adj[h]
+        gw = cidr_of[(sw, h)]
+        assert gw is not None
+        routes.append(Route(h, "default", ((gw.split("/")[0], HOST_IFNAME),)))
+    host_set = set(used_hosts)
+    for h in hosts:
+        dist = _bfs(built_adj, h, host_set, used)
+        for sw in used_switches:
+            if h in built_adj[sw] or sw not in dist:
+                continue
+            hops = []
+            for n in built_adj[sw]:
+                if n not in host_set and dist.get(n) == dist[sw] - 1:
+                    via = cidr_of[(n, sw)]
+                    assert via is not None
+                    hops.append((via.split("/")[0], ifname_of[(sw, n)]))
+            routes.append(Route(sw, f"{host_ips[h]}/32", tuple(hops)))
+    return routes
+
+
+def plan_network(topology: Topology, hosts: Sequence[str] | None = None, *,
+                 link_rate_bps: float = 200e6, queue_bytes: int | None = None,
+                 fair_share: bool = True) -> Plan:
+    """Plan the emulated network of ``topology`` restricted to ``hosts`` (all hosts if None).
+
+    Raises
+    ------
+    EmuInputError
+        On an unknown or repeated host, a switch used as a host, a host with more than one
+        cable, a bad rate or queue size.
+    """
+    rate = _check_rate("link_rate_bps", link_rate_bps)
+    if queue_bytes is not None and (
+        isinstance(queue_bytes, bool) or not isinstance(queue_bytes, int) or queue_bytes < 1500
+    ):
+        raise EmuInputError(
+            f"queue_bytes must be an integer >= 1500 (one packet), got {queue_bytes!r}"
+        )
+    hosts = _check_hosts(topology, hosts)
+    index = {h: i for i, h in enumerate(topology.hosts)}
+    used = _used_nodes(topology, hosts, _adjacency(topology))
+    used_hosts = tuple(h for h in topology.hosts if h in used)
+    used_switches = tuple(s for s in topology.switches if s in used)
+    mode: Literal["bridge", "routed"] = "bridge" if len(used_switches) <= 1 else "routed"
+    scale = rate / max(link.capacity_bps for link in topology.links)
+    pairs = _cable_pairs(topology, used, used_hosts)
+    cables, ifname_of, cidr_of = _cables(pairs, index, used, mode)
 
     egress: dict[tuple[str, str], Egress] = {}
     for a, b in pairs:
@@ -263,29 +311,7 @@ def plan_network(topology: Topology, hosts: Sequence[str] | None = None, *,
             egress[(x, y)] = Egress(x, y, ifname_of[(x, y)], r, q, buckets)
 
     host_ips = {h: _ip(_HOST_BASE + 4 * index[h] + 1) for h in used_hosts}
-    routes: list[Route] = []
-    if mode == "routed":
-        built_adj: dict[str, list[str]] = {n: [] for n in used}
-        for a, b in pairs:
-            built_adj[a].append(b)
-            built_adj[b].append(a)
-        for h in used_hosts:
-            (sw,) = built_adj[h]
-            gw = cidr_of[(sw, h)]
-            assert gw is not None
-            routes.append(Route(h, "default", ((gw.split("/")[0], HOST_IFNAME),)))
-        host_set = set(used_hosts)
-        for h in hosts:
-            dist = _bfs(built_adj, h, host_set, used)
-            for sw in used_switches:
-                if h in built_adj[sw] or sw not in dist:
-                    continue
-                hops = []
-                for n in built_adj[sw]:
-                    if n not in host_set and dist.get(n) == dist[sw] - 1:
-                        via = cidr_of[(n, sw)]
-                        assert via is not None
-                        hops.append((via.split("/")[0], ifname_of[(sw, n)]))
-                routes.append(Route(sw, f"{host_ips[h]}/32", tuple(hops)))
+    routes = [] if mode == "bridge" else _routes(pairs, hosts, used, used_hosts, used_switches,
+                                                 host_ips, ifname_of, cidr_of)
     return Plan(mode, used_hosts, used_switches, tuple(cables), egress, tuple(routes), host_ips,
                 scale)

@@ -16,8 +16,11 @@ Start and stop, on every rank::
 
 Pieces, one module each: :mod:`.plan` (one rank's posting order, pure), :mod:`.eventclock`
 (CUDA event times -> the host clock's :class:`~react.runtime.timings.RankEpochTimings`, pure),
-:mod:`.world` (process start and stop, errors), :mod:`.collective` (the NCCL RCollective),
-:mod:`.selfcheck` (every generator against numpy and NCCL's own collectives, under torchrun).
+:mod:`.cuda` (process start and stop, errors), :mod:`.collective` (the NCCL RCollective),
+:mod:`.selfcheck` (every generator against numpy and NCCL's own collectives, under torchrun),
+:mod:`.rank` (one rank's process), :mod:`.job` (:class:`~.job.GpuJob`: a job on this host's GPUs,
+started through :class:`react.runtime.launcher.RankLauncher`), :mod:`.copystream` (background
+copies).
 
 NVLink multicast must stay off on shared machines: :func:`init_gpu_world` sets
 ``NCCL_NVLS_ENABLE=0``, ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1`` and ``NVSHMEM_DISABLE_NVLS=1``

@@ -41,12 +41,18 @@ from react.runtime.collective import CollectiveError
 from react.runtime.schedule import ScheduleError
 from react.runtime.timings import RankEpochTimings
 
-__all__ = ["GpuCollective", "GpuEpoch"]
+__all__ = ["EpochEvents", "GpuCollective", "GpuEpoch"]
 
 
 @dataclass(slots=True)
-class _Events:
-    """One reusable set of timing events for one plan."""
+class EpochEvents:
+    """One reusable set of CUDA timing events for one plan, what a :class:`GpuEpoch` reads.
+
+    ``anchor`` is stamped on the host clock; ``enter`` and ``exit`` bound the collective;
+    ``ready[k]`` and ``done[k]`` bound the plan's group ``k``; ``owner`` is the posted epoch whose
+    times the events hold (a set is reused once its owner's timings are read). Public so that a
+    test can hand a :class:`GpuEpoch` stand-in events.
+    """
 
     anchor: Any
     enter: Any
@@ -64,7 +70,7 @@ class _Prepared:
     plan: GpuPlan
     recv_stage: dict[int, Any]  # flow index -> staging tensor (non-direct receives)
     send_stage: dict[int, Any]  # flow index -> staging tensor (multi-range sends)
-    event_sets: list[_Events]
+    event_sets: list[EpochEvents]
     calls: int = 0
     # graph mode: the buffers (data pointers) run eagerly once, and the captured graphs by
     # (buffer pointer, event set)
@@ -75,7 +81,7 @@ class _Prepared:
 class GpuEpoch:
     """A posted collective: its timings once the GPU has run it."""
 
-    def __init__(self, rank: int, epoch: int, plan: GpuPlan, events: _Events | None,
+    def __init__(self, rank: int, epoch: int, plan: GpuPlan, events: EpochEvents | None,
                  anchor_host_s: float, exit_sync: Any) -> None:
         self.rank = rank
         self.epoch = epoch
@@ -256,7 +262,7 @@ class GpuCollective:
             events.owner = result
         return result
 
-    def _graph_for(self, prep: _Prepared, buffer: Any, epoch: int, events: _Events | None,
+    def _graph_for(self, prep: _Prepared, buffer: Any, epoch: int, events: EpochEvents | None,
                    slot: int) -> Any:
         """The captured posting of ``prep`` on ``buffer`` with event set ``slot``, captured now
         if the buffer was warmed up; None while it was not (the caller posts eagerly)."""
@@ -280,7 +286,7 @@ class GpuCollective:
         prep.graphs[key] = graph
         return graph
 
-    def _post(self, prep: _Prepared, buffer: Any, epoch: int, events: _Events | None,
+    def _post(self, prep: _Prepared, buffer: Any, epoch: int, events: EpochEvents | None,
               caller: Any) -> None:
         """Post every group of ``prep`` on ``buffer``, ordered after ``caller``'s work and
         joined back into it (eagerly, or into a graph being captured on ``caller``)."""
@@ -316,7 +322,7 @@ class GpuCollective:
             events.exit.record(caller)
 
     def _launch(self, group, k: int, buffer: Any, stream: Any, prep: _Prepared,
-                events: _Events | None) -> None:
+                events: EpochEvents | None) -> None:
         torch, dist = self._torch, self._dist
         lane = self._lanes[group.lane]
         with torch.cuda.stream(stream):
@@ -411,7 +417,7 @@ class GpuCollective:
                     return torch.cuda.Event(enable_timing=True, external=True)
                 return torch.cuda.Event(enable_timing=True)
 
-            sets = [_Events(ev(), ev(), ev(), [ev() for _ in plan.groups],
+            sets = [EpochEvents(ev(), ev(), ev(), [ev() for _ in plan.groups],
                             [ev() for _ in plan.groups]) for _ in range(self.event_sets)]
         if len(self._prepared) >= 16:
             self._prepared.clear()

@@ -105,6 +105,11 @@ class CopyStreams:
         self._procs: list[subprocess.Popen[str]] = []
         self.reports: list[dict[str, Any]] = []
 
+    @property
+    def processes(self) -> tuple[subprocess.Popen[str], ...]:
+        """The stream processes started and not yet stopped (none once :meth:`stop` returned)."""
+        return tuple(self._procs)
+
     def start(self) -> CopyStreams:
         """Start every stream and return once each has copied (raises GpuError if one fails)."""
         env = {**os.environ, **MULTICAST_OFF}

@@ -1,8 +1,11 @@
-"""One job on this host's GPUs, closed loop included: a :class:`~react.control.backend.TunedBackend`.
+"""One job on this host's GPUs, closed loop included: a
+:class:`~react.control.backend.TunedBackend`.
 
 :meth:`GpuJob.run_job` does what the paper's prototype does (§6), as the emulator's job does on
-namespaces: it starts RTuner's leader (:mod:`react.runtime.tuner`, a CPU process listening on
-loopback TCP) with REACT's controller, then one rank process per GPU
+namespaces, through the same :class:`~react.runtime.launcher.RankLauncher`: it starts RTuner's
+leader (:mod:`react.runtime.tuner`, a CPU process listening on loopback TCP) with the job's
+controller (REACT, or any :func:`react.control.policies.make_controller` made: the leader makes
+it again from its reference), then one rank process per GPU
 (:mod:`react.backends.gpu.rank`, ranks in the environment as ``torchrun`` sets them). Every rank
 runs RCollective on NCCL and hands each epoch's CUDA-event flow timings to the leader without
 waiting; the leader merges them, the controller decides after each batch, and every rank
@@ -28,13 +31,10 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +42,10 @@ from react.backends.gpu.cuda import MULTICAST_OFF, GpuError
 from react.backends.gpu.eventclock import check_stamp
 from react.backends.gpu.rank import MODES, gpu_job_spec
 from react.control.backend import JobRun
-from react.control.controller import Controller
 from react.model.observation import EpochResult
 from react.model.pattern import Pattern
 from react.model.verify import verify
-from react.runtime.launcher import Progress, run_info
+from react.runtime.launcher import RankLauncher
 from react.runtime.schedule import chunk_bounds, flow_ranges
 
 __all__ = ["GpuJob", "epoch_spans", "flow_bytes", "visible_gpus"]
@@ -78,10 +77,14 @@ def epoch_spans(records: Sequence[dict[str, Any]]) -> list[float]:
     return [max(r["epochs"][e][1] - r["epochs"][e][0] for r in records) for e in range(epochs)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _rank_envs(n: int) -> list[dict[str, str]]:
+    """Each rank's environment, as ``torchrun`` sets it on one host (a free rendezvous port)."""
+    from react.runtime.local import free_ports
+
+    port = free_ports(1)[0]
+    return [{**os.environ, **MULTICAST_OFF, "RANK": str(r), "WORLD_SIZE": str(n),
+             "LOCAL_RANK": str(r), "LOCAL_WORLD_SIZE": str(n), "MASTER_ADDR": "127.0.0.1",
+             "MASTER_PORT": str(port)} for r in range(n)]
 
 
 class GpuJob:
@@ -135,17 +138,13 @@ class GpuJob:
             self._tmp = tempfile.TemporaryDirectory(prefix="react-gpu-")
             workdir = self._tmp.name
         self.workdir = Path(workdir)
-        self._procs: list[subprocess.Popen[Any]] = []
+        self.launcher: RankLauncher | None = None
+        """The running (or last) job's processes (:class:`~react.runtime.launcher.RankLauncher`)."""
         self._runs = 0
 
-    def run_job(self, name: str, pattern: Pattern, epochs: int, controller: Controller | None,
+    def run_job(self, name: str, pattern: Pattern, epochs: int, controller: Any,
                 on_epoch: Callable[[str, int], None] | None = None) -> JobRun:
-        from react.runtime.tuner import read_result, spawn_leader
-
         verify(pattern)  # refused here, before any process starts
-        if controller is not None and type(controller) is not Controller:
-            raise GpuError(f"job {name!r}: the tuner on real ranks runs REACT's own controller; "
-                           f"{type(controller).__name__} runs on the simulator only for now")
         if controller is not None and self.mode == "nccl":
             raise GpuError(f"job {name!r}: NCCL's own collective cannot be tuned (mode 'nccl' "
                            "with a controller)")
@@ -156,54 +155,36 @@ class GpuJob:
         if max(self.devices) >= gpus:
             raise GpuError(f"job {name!r}: {pattern.n} ranks on GPUs {self.devices}, but this "
                            f"host has {gpus} GPU(s); the GPU backend runs one rank per GPU")
-        files = self.workdir / f"{name}-{self._runs}"
+        launcher = RankLauncher(name, self.workdir / f"{name}-{self._runs}", error=GpuError,
+                                kill_timeout_s=10)
+        spec = None
+        if self.tuner or controller is not None:
+            spec = launcher.tuner_spec(
+                pattern, controller, message_bytes=self.message_bytes,
+                apply_delay_epochs=self.apply_delay_epochs, host="127.0.0.1",
+                timeout_s=self.timeout_s, flow_bytes=flow_bytes(pattern, self.message_bytes))
         self._runs += 1
-        files.mkdir(parents=True, exist_ok=True)
-        tuner = None
-        tuner_addr = None
-        out = files / "result.json"
-        use_tuner = self.tuner or controller is not None
-        if use_tuner:
-            tuner_file = files / "tuner.json"
-            tuner_file.write_text(json.dumps({
-                "pattern": pattern.to_dict(), "world_size": pattern.n,
-                "message_bytes": self.message_bytes,
-                "flow_bytes": flow_bytes(pattern, self.message_bytes),
-                "react": None if controller is None else asdict(controller.config),
-                "apply_delay_epochs": self.apply_delay_epochs, "host": "127.0.0.1", "port": 0,
-                "timeout_s": self.timeout_s,
-            }))
-            tuner, tuner_addr = spawn_leader(
-                tuner_file, out, popen=lambda argv, **kw: subprocess.Popen(
-                    [*self._python, *argv[1:]], **kw), timeout_s=self.timeout_s)
-            self._procs.append(tuner)
-        job_file = files / "job.json"
-        job_file.write_text(json.dumps(gpu_job_spec(
+        self.launcher = launcher
+        tuner = None if spec is None else launcher.start_tuner(
+            spec, popen=lambda argv, **kw: subprocess.Popen([*self._python, *argv[1:]], **kw),
+            timeout_s=self.timeout_s)
+        job_file = launcher.write_json("job.json", gpu_job_spec(
             job=name, pattern=pattern, epochs=epochs, message_bytes=self.message_bytes,
-            tuner=tuner_addr, out_dir=str(files), devices=self.devices, mode=self.mode,
+            tuner=tuner, out_dir=str(launcher.folder), devices=self.devices, mode=self.mode,
             lanes=self.lanes, timeout_s=self.timeout_s, compute_gap_s=self.compute_gap_s,
-            apply_delay_epochs=self.apply_delay_epochs, stamp=self.stamp, graph=self.graph)))
-        port = _free_port()
-        logs = [files / f"rank{r}.log" for r in range(pattern.n)]
-        ranks = []
-        for r in range(pattern.n):
-            env = {**os.environ, **MULTICAST_OFF, "RANK": str(r),
-                   "WORLD_SIZE": str(pattern.n), "LOCAL_RANK": str(r),
-                   "LOCAL_WORLD_SIZE": str(pattern.n), "MASTER_ADDR": "127.0.0.1",
-                   "MASTER_PORT": str(port)}
-            with open(logs[r], "wb") as log:  # a file, not a pipe: a chatty rank never blocks
-                ranks.append(subprocess.Popen(
-                    [*self._python, "-m", "react.backends.gpu.rank", str(job_file)],
-                    stdout=subprocess.DEVNULL, stderr=log, env=env))
-        self._procs.extend(ranks)
-        progress = Progress(tuner, name, epochs, on_epoch) if tuner is not None else None
-        try:
-            self._wait(name, ranks, logs, tuner, epochs)
-        finally:
-            if progress is not None:
-                progress.finish()
-            self._kill()
-        records = [json.loads((files / f"rank{r}.json").read_text()) for r in range(pattern.n)]
+            apply_delay_epochs=self.apply_delay_epochs, stamp=self.stamp, graph=self.graph))
+        launcher.start_ranks(
+            [[*self._python, "-m", "react.backends.gpu.rank", str(job_file)]] * pattern.n,
+            envs=_rank_envs(pattern.n))
+        launcher.wait(epochs, deadline_s=self._limit_s(epochs), tuner_timeout_s=self.timeout_s,
+                      on_epoch=on_epoch)
+        return self._job_run(launcher, pattern, epochs, on_epoch)
+
+    def _job_run(self, launcher: RankLauncher, pattern: Pattern, epochs: int,
+                 on_epoch: Callable[[str, int], None] | None) -> JobRun:
+        # what every rank recorded itself (rank{r}.json), beside what the tuner merged
+        records = [json.loads((launcher.folder / f"rank{r}.json").read_text())
+                   for r in range(pattern.n)]
         spans = epoch_spans(records)
         info: dict[str, Any] = {
             "mode": self.mode, "devices": self.devices, "spans_s": spans,
@@ -212,61 +193,24 @@ class GpuJob:
             "checks": [r["checks"] for r in records],
             "client": [r.get("tuner") for r in records],
         }
-        if use_tuner:
-            results, patterns, decisions = read_result(out)
-            info.update(run_info(out, results, patterns))
-            info["result_file"] = str(out)
-            return JobRun(name, results, patterns, decisions, info=info)
+        if launcher.tuner is not None:
+            run = launcher.result()
+            run.info = {**info, **run.info, "result_file": str(launcher.result_file)}
+            return run
         results = [EpochResult(e, s, (), self.message_bytes) for e, s in enumerate(spans)]
         if on_epoch is not None:
             for e in range(epochs):
-                on_epoch(name, e)
-        return JobRun(name, results, [pattern] * len(results), [], info=info)
+                on_epoch(launcher.name, e)
+        return JobRun(launcher.name, results, [pattern] * len(results), [], info=info)
 
     def _limit_s(self, epochs: int) -> float:
         # start-up (CUDA, NCCL, the tuner's handshake) plus a generous bound per epoch
         return 2 * self.timeout_s + epochs * (self.compute_gap_s + 0.05)
 
-    def _wait(self, name: str, ranks: list[subprocess.Popen[Any]], logs: list[Path],
-              tuner: subprocess.Popen[Any] | None, epochs: int) -> None:
-        limit = self._limit_s(epochs)
-        deadline = time.monotonic() + limit
-        while True:
-            codes = [p.poll() for p in ranks]
-            failed = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
-            if failed:
-                r, code = failed[0]
-                text = logs[r].read_text(encoding="utf-8", errors="replace").strip()
-                last = [ln for ln in text.splitlines() if ln.startswith(f"rank {r}:")]
-                raise GpuError(f"job {name!r}: rank {r} failed (exit {code}): "
-                               f"{(last[-1] if last else text[-600:]) or '(no output)'}")
-            if all(c == 0 for c in codes):
-                break
-            if time.monotonic() > deadline:
-                raise GpuError(f"job {name!r}: ranks still running after {limit:.0f} s; "
-                               "killed every rank")
-            time.sleep(0.05)
-        if tuner is None:
-            return
-        try:
-            code = tuner.wait(timeout=self.timeout_s)
-        except subprocess.TimeoutExpired:
-            raise GpuError(f"job {name!r}: the tuner did not finish within "
-                           f"{self.timeout_s:g} s of the last rank") from None
-        if code not in (0, 3):  # 3: a partial result (its events say why), still readable
-            err = tuner.stderr.read() if tuner.stderr is not None else ""
-            raise GpuError(f"job {name!r}: the tuner failed (exit {code}): "
-                           f"{(err or '').strip()[-600:] or '(no output)'}")
-
-    def _kill(self) -> None:
-        from react.runtime.local import kill_processes
-
-        kill_processes(self._procs, 10)
-        self._procs = []
-
     def close(self) -> None:
         """Kill whatever of this job still runs and drop its temporary folder; idempotent."""
-        self._kill()
+        if self.launcher is not None:
+            self.launcher.kill()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

@@ -208,12 +208,7 @@ class _Nccl:
         return handle
 
 
-def run_gpu_rank(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """The rank's whole life (module docstring); returns the record it wrote."""
-    from react.backends.gpu.cuda import close_gpu_world, init_gpu_world
-    from react.runtime.rank import element_count, rank_input
-    from react.runtime.reference import expected_output, initial_buffer
-
+def _check_spec(spec: Any) -> tuple[Pattern, str, float]:
     if not isinstance(spec, Mapping) or spec.get("format") != FORMAT:
         raise ReactError(f"GPU job spec: expected format {FORMAT!r}, got "
                          f"{spec.get('format') if isinstance(spec, Mapping) else spec!r}")
@@ -221,12 +216,78 @@ def run_gpu_rank(spec: Mapping[str, Any]) -> dict[str, Any]:
     mode = str(spec["mode"])
     if mode not in MODES:
         raise ReactError(f"GPU job spec: mode must be one of {MODES}, got {mode!r}")
-    timeout_s = float(spec["timeout_s"])
+    return pattern, mode, float(spec["timeout_s"])
+
+
+def _device(spec: Mapping[str, Any]) -> int | None:
+    """This rank's GPU from the spec's ``devices`` (by ``RANK``); None: ``LOCAL_RANK``'s."""
     env_rank = int(os.environ.get("RANK", "-1"))
     devices = spec.get("devices")
-    device = None if devices is None else int(devices[env_rank]) if 0 <= env_rank < len(
-        devices) else None
-    world = init_gpu_world(timeout_s=timeout_s, device_index=device)
+    if devices is None or not 0 <= env_rank < len(devices):
+        return None
+    return int(devices[env_rank])
+
+
+def _rank_buffers(torch: Any, pattern: Pattern, spec: Mapping[str, Any],
+                  rank: int) -> tuple[Any, Any, Any]:
+    """On the GPU: the buffer every epoch starts from, and the result it must end with (the
+    defined elements' values and their indices), from the rank's fixed input."""
+    from react.runtime.rank import element_count, rank_input
+    from react.runtime.reference import expected_output, initial_buffer
+
+    dtype = str(spec["dtype"])
+    count = element_count(float(spec["message_bytes"]), dtype)
+    inputs = [rank_input(r, count, dtype) for r in range(pattern.n)]
+    mine = inputs[pattern.ranks.index(rank)]
+    want_np, defined_np = expected_output(pattern, inputs, rank)
+    start = torch.from_numpy(initial_buffer(pattern, mine, rank)).cuda()
+    del inputs
+    want = torch.from_numpy(want_np[defined_np]).cuda()
+    defined = torch.from_numpy(np.flatnonzero(defined_np)).cuda()
+    return start, want, defined
+
+
+def _collective(torch: Any, rank: int, mode: str, spec: Mapping[str, Any]) -> Any:
+    if mode == "nccl":
+        return _Nccl(torch, rank)
+    from react.backends.gpu.collective import GpuCollective
+
+    return GpuCollective(lanes=int(spec["lanes"]), timing=True,
+                         stamp=str(spec.get("stamp", "post")), graph=bool(spec.get("graph", False)))
+
+
+def _result_check(torch: Any, buffer: Any, want: Any, defined: Any, last_epoch: int,
+                  checked: list[int]) -> Callable[[int, Pattern, bool], None]:
+    """``on_pattern`` for :func:`rank_loop`: the result against the collective's meaning at the
+    first epoch, the first of every new pattern and the last; each checked epoch in ``checked``."""
+
+    def check(epoch: int, p: Pattern, changed: bool) -> None:
+        if not (changed or epoch == last_epoch):
+            return
+        got = buffer[defined]
+        if not torch.equal(got, want):
+            bad = int(torch.nonzero(got != want)[0, 0])
+            raise ReactError(f"epoch {epoch}, {p.name or p.kind}: wrong result at element "
+                             f"{int(defined[bad])}: got {got[bad].item()!r}, expected "
+                             f"{want[bad].item()!r}")
+        checked.append(epoch)
+
+    return check
+
+
+def _write_record(spec: Mapping[str, Any], rank: int, record: dict[str, Any]) -> None:
+    path = os.path.join(str(spec["out_dir"]), f"rank{rank}.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump(record, fh)
+    os.replace(path + ".tmp", path)
+
+
+def run_gpu_rank(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The rank's whole life (module docstring); returns the record it wrote."""
+    from react.backends.gpu.cuda import close_gpu_world, init_gpu_world
+
+    pattern, mode, timeout_s = _check_spec(spec)
+    world = init_gpu_world(timeout_s=timeout_s, device_index=_device(spec))
     rank = world.rank
     if world.world_size != pattern.n:
         close_gpu_world()
@@ -240,24 +301,9 @@ def run_gpu_rank(spec: Mapping[str, Any]) -> dict[str, Any]:
     coll: Any = None
     failed = True
     try:
-        dtype = str(spec["dtype"])
-        count = element_count(float(spec["message_bytes"]), dtype)
-        inputs = [rank_input(r, count, dtype) for r in range(pattern.n)]
-        mine = inputs[pattern.ranks.index(rank)]
-        want_np, defined_np = expected_output(pattern, inputs, rank)
-        start = torch.from_numpy(initial_buffer(pattern, mine, rank)).cuda()
-        del inputs
-        want = torch.from_numpy(want_np[defined_np]).cuda()
-        defined = torch.from_numpy(np.flatnonzero(defined_np)).cuda()
+        start, want, defined = _rank_buffers(torch, pattern, spec, rank)
         buffer = torch.empty_like(start)
-        if mode == "nccl":
-            coll = _Nccl(torch, rank)
-        else:
-            from react.backends.gpu.collective import GpuCollective
-
-            coll = GpuCollective(lanes=int(spec["lanes"]), timing=True,
-                                 stamp=str(spec.get("stamp", "post")),
-                                 graph=bool(spec.get("graph", False)))
+        coll = _collective(torch, rank, mode, spec)
         if spec.get("tuner") is not None:
             from react.runtime.tuner import TunerClient
 
@@ -271,17 +317,6 @@ def run_gpu_rank(spec: Mapping[str, Any]) -> dict[str, Any]:
             record["post_s"] += time.perf_counter() - t0
             return handle
 
-        def check(epoch: int, p: Pattern, changed: bool) -> None:
-            if not (changed or epoch == int(spec["epochs"]) - 1):
-                return
-            got = buffer[defined]
-            if not torch.equal(got, want):
-                bad = int(torch.nonzero(got != want)[0, 0])
-                raise ReactError(f"epoch {epoch}, {p.name or p.kind}: wrong result at element "
-                                 f"{int(defined[bad])}: got {got[bad].item()!r}, expected "
-                                 f"{want[bad].item()!r}")
-            record["checks"].append(epoch)
-
         # warm-up, untimed and unreported: NCCL connects its peers and the plan, buffers and
         # events are made on the first calls (the switch benchmark measures that cost)
         for _ in range(int(spec.get("warmup_epochs", 0))):
@@ -294,7 +329,8 @@ def run_gpu_rank(spec: Mapping[str, Any]) -> dict[str, Any]:
                   report_late=int(spec["apply_delay_epochs"]) >= 1 or client is None,
                   gap_s=float(spec["compute_gap_s"]),
                   on_timings=lambda t: record["epochs"].append([t.start_s, t.end_s]),
-                  on_pattern=check)
+                  on_pattern=_result_check(torch, buffer, want, defined,
+                                           int(spec["epochs"]) - 1, record["checks"]))
         torch.cuda.synchronize()
         record["loop_wall_s"] = time.perf_counter() - t0
         failed = False
@@ -308,10 +344,7 @@ def run_gpu_rank(spec: Mapping[str, Any]) -> dict[str, Any]:
             if coll is not None and hasattr(coll, "close"):  # may wait for us (main() exits)
                 coll.close()
             close_gpu_world()
-    path = os.path.join(str(spec["out_dir"]), f"rank{rank}.json")
-    with open(path + ".tmp", "w", encoding="utf-8") as fh:
-        json.dump(record, fh)
-    os.replace(path + ".tmp", path)
+    _write_record(spec, rank, record)
     return record
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from react.control.controller import Decision
+from react.control.controller import ControllerConfig, Decision
 from react.model.errors import PatternError, ReactError
 from react.model.observation import EpochResult
 from react.model.pattern import Pattern
@@ -57,16 +57,23 @@ class CheckedController:
     """A controller that verifies what ``inner`` decides (module docstring).
 
     Every pattern a decision names must be a :class:`~react.model.pattern.Pattern` of the same
-    collective over the same ranks that passes :func:`react.model.verify.verify`, and ``inner.pattern``
-    must be that pattern after ``observe`` returns (the driver compares the two to know which
-    epochs belong to the controller's batch). Patterns that passed are remembered, so a policy
-    that swaps back and forth is verified once per pattern.
+    collective over the same ranks that passes :func:`react.model.verify.verify`, and
+    ``inner.pattern`` must be that pattern after ``observe`` returns (the driver compares the two to
+    know which epochs belong to the controller's batch). Patterns that passed are remembered, so a
+    policy that swaps back and forth is verified once per pattern.
+
+    ``ref`` and ``config`` (the reference and the configuration the factory was given, as
+    :func:`~react.control.policies.loading.make_controller` passes them) are kept as :attr:`ref` and
+    :attr:`factory_config`: RTuner's leader runs in a process of its own and makes the same
+    controller again from them (:func:`~react.control.policies.loading.controller_reference`).
     """
 
-    def __init__(self, inner: Any, ref: str, pattern: Pattern) -> None:
+    def __init__(self, inner: Any, ref: str, pattern: Pattern,
+                 config: ControllerConfig | None = None) -> None:
         check_interface(inner, ref, pattern)
         self.inner = inner
         self.ref = ref
+        self.factory_config = config
         self._start = pattern
         self._verified: set[tuple[Any, ...]] = {pattern.flows}
         self._batches = 0

@@ -156,4 +156,31 @@ def make_controller(ref: str, pattern: Pattern, config: ControllerConfig) -> Any
     except Exception as exc:
         raise ControllerFault(
             f"controller {ref!r}: the factory raised {type(exc).__name__}: {exc}") from exc
-    return CheckedController(inner, ref, pattern)
+    return CheckedController(inner, ref, pattern, config)
+
+
+def controller_reference(controller: Any) -> tuple[str, ControllerConfig]:
+    """The reference and the configuration that make ``controller`` again in another process.
+
+    RTuner's leader runs in a process of its own (:mod:`react.runtime.tuner`), so a job on real
+    ranks carries its controller there as these two plain values and the leader calls
+    :func:`make_controller` with them. REACT's own controller is ``"react"`` with its config; a
+    controller :func:`make_controller` guarded carries the reference (made loadable from any
+    folder, :func:`resolve`) and the config it was made from.
+
+    Raises
+    ------
+    ControllerLoadError
+        For any other object (nothing says how to make it again), naming its type.
+    """
+    from react.control.controller import Controller
+    from react.control.policies.guard import CheckedController
+
+    if type(controller) is Controller:
+        return "react", controller.config
+    if isinstance(controller, CheckedController) and controller.factory_config is not None:
+        return resolve(controller.ref), controller.factory_config
+    raise ControllerLoadError(
+        f"controller {type(controller).__name__}: no reference says how to make it again in "
+        "another process (RTuner's leader); make it with "
+        "react.control.policies.make_controller(ref, pattern, config)")

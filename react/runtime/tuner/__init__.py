@@ -1,8 +1,10 @@
 """RTuner (paper §6.2-6.3): the REACT controller run by a leader, fed by every rank, over TCP.
 
-Modules: :mod:`~react.runtime.tuner.leader` (the leader and its command line),
-:mod:`~react.runtime.tuner.client` (a rank's end), :mod:`~react.runtime.tuner.messages` (what
-both write and read: fingerprints, decisions, the result file).
+Modules: :mod:`~react.runtime.tuner.leader` (the leader),
+:mod:`~react.runtime.tuner.command` (the leader as a process: its spec file, which carries the
+controller by reference, starting it, its command line), :mod:`~react.runtime.tuner.client` (a
+rank's end), :mod:`~react.runtime.tuner.messages` (what both write and read: fingerprints,
+decisions, the result file).
 
 The leader (:class:`TunerLeader`, its own process: ``python -m react.runtime.tuner --spec
 SPEC.json --out RESULT.json``) accepts one control connection per rank
@@ -10,9 +12,11 @@ SPEC.json --out RESULT.json``) accepts one control connection per rank
 :class:`~react.runtime.timings.RankEpochTimings` into an
 :class:`~react.model.observation.EpochResult` (:func:`~react.runtime.timings.merge_epoch`, with
 the pattern that epoch ran) and hands it to a :class:`~react.control.loop.TuningLoop`, the same
-closed loop the simulator's jobs use. Each rank runs a :class:`TunerClient`:
-:meth:`TunerClient.report` hands an epoch's timings to a background thread and returns at once;
-:meth:`TunerClient.pattern_for` names the pattern an epoch runs.
+closed loop the simulator's jobs use, with any controller the policies loader makes
+(:func:`react.control.policies.make_controller`: REACT, a baseline, a user's factory,
+guarded). Each rank runs a :class:`TunerClient`: :meth:`TunerClient.report` hands an
+epoch's timings to a background thread and returns at once; :meth:`TunerClient.pattern_for`
+names the pattern an epoch runs.
 
 When a pattern change takes effect, and why nobody waits (§6.3)
     A decision taken on the result of epoch ``e`` switches every rank at epoch
@@ -99,7 +103,8 @@ Result file (``--out``, :meth:`TunerLeader.run` returns the same document)
 
 
 from react.runtime.tuner.client import TunerClient
-from react.runtime.tuner.leader import TunerLeader, leader_from_spec, main, spawn_leader
+from react.runtime.tuner.command import leader_from_spec, main, spawn_leader, tuner_spec
+from react.runtime.tuner.leader import TunerLeader
 from react.runtime.tuner.messages import PINGS, RESULT_FORMAT, pattern_fingerprint, read_result
 
 __all__ = [
@@ -112,4 +117,5 @@ __all__ = [
     "pattern_fingerprint",
     "read_result",
     "spawn_leader",
+    "tuner_spec",
 ]

@@ -2,6 +2,6 @@
 
 import sys
 
-from react.runtime.tuner.leader import main
+from react.runtime.tuner.command import main
 
 sys.exit(main())

@@ -1,25 +1,27 @@
 """RTuner's leader: gathers every rank's timings, runs the controller, answers every batch
-(protocol in :mod:`react.runtime.tuner`); and its command line."""
+(protocol in :mod:`react.runtime.tuner`; its process and spec file in
+:mod:`react.runtime.tuner.command`).
+
+:class:`TunerLeader` serves the ranks; what it does to one epoch's timings (sizes by chunk set,
+each epoch not before the previous one's end) is :class:`EpochMerger`'s, and a rank's clock offset
+at connection is :func:`estimate_offset`'s.
+"""
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import math
-import os
 import queue
 import select
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from react.control.controller import Controller, ControllerConfig, Decision
+from react.control.controller import Decision
 from react.control.loop import TuningLoop
 from react.model.errors import ReactError
+from react.model.observation import EpochResult
 from react.model.pattern import Pattern
 from react.model.verify import verify
 from react.runtime.channel import (
@@ -47,7 +49,65 @@ from react.runtime.tuner.messages import (
     pattern_fingerprint,
 )
 
+__all__ = ["EpochMerger", "TunerLeader", "estimate_offset"]
+
 log = logging.getLogger(__name__)
+
+
+class EpochMerger:
+    """Turns every rank's timings of one epoch into its :class:`EpochResult`, epochs in order.
+
+    ``flow_bytes`` (optional) are the bytes each flow of ``first`` really carries; they go with
+    the flow's chunk set to later patterns (swaps relabel ranks, the chunks stay), and a chunk
+    set never seen is sized by its fraction of ``message_bytes``. Each epoch starts no earlier
+    than the previous one ended (:func:`~react.runtime.timings.merge_epoch`'s ``not_before_s``).
+    """
+
+    def __init__(self, first: Pattern, message_bytes: float,
+                 flow_bytes: Sequence[float] | None, offsets_s: dict[int, float]) -> None:
+        if flow_bytes is not None and len(flow_bytes) != len(first.flows):
+            raise ReactError(f"TunerLeader: flow_bytes has {len(flow_bytes)} entries; the "
+                             f"pattern has {len(first.flows)} flows")
+        self.first = first
+        self.message_bytes = message_bytes
+        self.offsets_s = offsets_s  # filled by the handshakes, read at every merge
+        self._flow_sizes = None if flow_bytes is None else [float(b) for b in flow_bytes]
+        self._chunk_bytes = (
+            None if flow_bytes is None
+            else {f.chunks: float(b) for f, b in zip(first.flows, flow_bytes, strict=True)}
+        )
+        self._previous_end_s: float | None = None  # the last merged epoch's end (timings.py)
+
+    def merge(self, pattern: Pattern, ranks: Sequence[RankEpochTimings]) -> EpochResult:
+        """The epoch ``ranks`` ran with ``pattern``; raises TimingError if they do not merge."""
+        result = merge_epoch(pattern, ranks, self.message_bytes, offsets_s=self.offsets_s,
+                             flow_bytes=self._flow_bytes(pattern),
+                             not_before_s=self._previous_end_s)
+        self._previous_end_s = epoch_end_s(ranks, self.offsets_s)
+        return result
+
+    def _flow_bytes(self, pattern: Pattern) -> list[float] | None:
+        sizes = self._chunk_bytes
+        if sizes is None or pattern is self.first:
+            return self._flow_sizes
+        # sizes go with chunk sets (swaps relabel ranks); an unseen set: its fraction
+        return [sizes.get(f.chunks, pattern.flow_bytes(f, self.message_bytes))
+                for f in pattern.flows]
+
+
+def estimate_offset(channel: Channel, rank: int, deadline: float) -> tuple[float, float]:
+    """``(round trip, offset)`` of ``rank``'s clock from ``PINGS`` pings (NTP, the fastest
+    round trip's sample; protocol in :mod:`react.runtime.tuner`)."""
+    best = (math.inf, 0.0)
+    for seq in range(PINGS):
+        t0 = now_s()
+        channel.send({"type": "ping", "seq": seq})
+        pong = channel.recv(max(0.0, deadline - time.monotonic()))
+        t1 = now_s()
+        if pong["type"] != "pong" or pong.get("seq") != seq:
+            raise MessageError(f"rank {rank}: expected pong {seq}, got {pong!r:.80}")
+        best = min(best, (t1 - t0, (t0 + t1) / 2 - _number(pong, "t_rank_s")))
+    return best
 
 
 # -- the leader --------------------------------------------------------------------------------
@@ -60,8 +120,10 @@ class TunerLeader:
         The job's pattern at epoch 0; must verify.
     world_size : int
         Number of ranks (= ``pattern.n``); one connection each.
-    controller : Controller, optional
-        REACT, starting from ``pattern``; without one the leader only collects.
+    controller : optional
+        Any controller with the policy interface (:mod:`react.control.policies`: REACT, or one
+        :func:`~react.control.policies.make_controller` guarded), starting from ``pattern``;
+        without one the leader only collects.
     apply_delay_epochs : int
         Epochs between a decision's batch and the switch (§6.3; 5).
     batch_epochs : int, optional
@@ -84,7 +146,7 @@ class TunerLeader:
         pattern: Pattern,
         world_size: int,
         *,
-        controller: Controller | None = None,
+        controller: Any = None,
         apply_delay_epochs: int = 5,
         batch_epochs: int | None = None,
         message_bytes: float,
@@ -116,24 +178,17 @@ class TunerLeader:
         ):
             raise ReactError(f"TunerLeader: batch_epochs={batch_epochs!r} differs from the "
                              f"controller's {controller.config.batch_epochs}")
-        if flow_bytes is not None and len(flow_bytes) != len(pattern.flows):
-            raise ReactError(f"TunerLeader: flow_bytes has {len(flow_bytes)} entries; the "
-                             f"pattern has {len(pattern.flows)} flows")
+        self.offsets_s: dict[int, float] = {}
+        self._merger = EpochMerger(pattern, float(message_bytes), flow_bytes, self.offsets_s)
         self.loop = TuningLoop(pattern, controller, apply_delay_epochs)
         self.on_epoch = on_epoch
         self.world_size = world_size
         self.message_bytes = float(message_bytes)
         self.timeout_s = float(timeout_s)
         self.max_message_bytes = max_message_bytes
-        self.batch_epochs = controller.config.batch_epochs if controller else None
+        self.batch_epochs = None if controller is None else controller.config.batch_epochs
         self.apply_delay_epochs = apply_delay_epochs
-        self._flow_sizes = None if flow_bytes is None else [float(b) for b in flow_bytes]
-        self._chunk_bytes = (
-            None if flow_bytes is None
-            else {f.chunks: float(b) for f, b in zip(pattern.flows, flow_bytes, strict=True)}
-        )
         self._patterns: list[Pattern] = [pattern]
-        self._previous_end_s: float | None = None  # the last merged epoch's end (timings.py)
         self._index = {pattern_fingerprint(pattern): 0}
         self._listener = listen(host, port)
         self.address: tuple[str, int] = self._listener.getsockname()[:2]
@@ -150,7 +205,6 @@ class TunerLeader:
         self._batch_merge_s = 0.0
         self._epochs: list[dict[str, Any]] = []
         self._decisions: list[dict[str, Any]] = []
-        self.offsets_s: dict[int, float] = {}
         self.rtt_s: dict[int, float] = {}
         self._byes: dict[int, dict[str, Any]] = {}
         self._gone: set[int] = set()
@@ -232,15 +286,7 @@ class TunerLeader:
             raise MessageError(problem)
         assert rank is not None
         channel.peer = f"rank {rank}"
-        best = (math.inf, 0.0)
-        for seq in range(PINGS):
-            t0 = now_s()
-            channel.send({"type": "ping", "seq": seq})
-            pong = channel.recv(max(0.0, deadline - time.monotonic()))
-            t1 = now_s()
-            if pong["type"] != "pong" or pong.get("seq") != seq:
-                raise MessageError(f"rank {rank}: expected pong {seq}, got {pong!r:.80}")
-            best = min(best, (t1 - t0, (t0 + t1) / 2 - _number(pong, "t_rank_s")))
+        best = estimate_offset(channel, rank, deadline)
         if hello.get("clock") is not None and hello.get("clock") == clock_id():
             best = (best[0], 0.0)  # the same clock: nothing to estimate (react.runtime.clock)
         self.rtt_s[rank], self.offsets_s[rank] = best
@@ -344,17 +390,14 @@ class TunerLeader:
             self._stop_tuning("ranks ran an unknown pattern")
             return
         pattern = self._patterns[index]
-        if self._tuning and self.loop.pattern_for(epoch) is not pattern:
+        # equal, not identical: a policy may decide a new object equal to a pattern already sent
+        if self._tuning and self.loop.pattern_for(epoch) != pattern:
             self._event(f"epoch {epoch} ran pattern {index}, not the tuning loop's; "
                         "tuning stops")
             self._stop_tuning("ranks did not run the agreed pattern")
         start = time.perf_counter()
         try:
-            ranks = [r for r, _, _ in records.values()]
-            result = merge_epoch(pattern, ranks, self.message_bytes, offsets_s=self.offsets_s,
-                                 flow_bytes=self._flow_bytes(pattern),
-                                 not_before_s=self._previous_end_s)
-            self._previous_end_s = epoch_end_s(ranks, self.offsets_s)
+            result = self._merger.merge(pattern, [r for r, _, _ in records.values()])
         except TimingError as exc:
             self._event(f"epoch {epoch} cannot be merged: {exc}; merging stops")
             self._merging = False
@@ -374,14 +417,6 @@ class TunerLeader:
             decide_s = time.perf_counter() - start
             if decision is not None:
                 self._answer(epoch, decision, decide_s, arrived_s)
-
-    def _flow_bytes(self, pattern: Pattern) -> list[float] | None:
-        sizes = self._chunk_bytes
-        if sizes is None or pattern is self._patterns[0]:
-            return self._flow_sizes
-        # sizes go with chunk sets (swaps relabel ranks); an unseen set: its fraction
-        return [sizes.get(f.chunks, pattern.flow_bytes(f, self.message_bytes))
-                for f in pattern.flows]
 
     def _answer(self, epoch: int, decision: Decision, decide_s: float, arrived_s: float) -> None:
         start = time.perf_counter()
@@ -454,117 +489,3 @@ class TunerLeader:
             "ranks": {str(r): b for r, b in sorted(self._byes.items())},
             "events": list(self.events),
         }
-
-
-# -- the command line --------------------------------------------------------------------------
-_SPEC_KEYS = {"pattern", "world_size", "message_bytes", "flow_bytes", "react", "batch_epochs",
-              "apply_delay_epochs", "host", "port", "timeout_s", "max_message_bytes"}
-
-
-def leader_from_spec(spec: Mapping[str, Any]) -> TunerLeader:
-    """Build a leader from a spec mapping (keys: see ``python -m react.runtime.tuner --help``)."""
-    if not isinstance(spec, Mapping):
-        raise ReactError(f"tuner spec: expected a JSON object, got {type(spec).__name__}")
-    unknown = sorted(set(spec) - _SPEC_KEYS)
-    if unknown:
-        raise ReactError(f"tuner spec: unknown key(s) {unknown}; expected some of "
-                         f"{sorted(_SPEC_KEYS)}")
-    for key in ("pattern", "message_bytes"):
-        if key not in spec:
-            raise ReactError(f"tuner spec: missing key {key!r}")
-    pattern = Pattern.from_dict(spec["pattern"])
-    react = spec.get("react")
-    controller = None
-    if react not in (None, False):
-        if react is True:
-            react = {}
-        if not isinstance(react, Mapping):
-            raise ReactError(f"tuner spec: react must be true, false, null or a table of "
-                             f"controller parameters, got {react!r}")
-        params = {"batch_epochs": spec.get("batch_epochs", 6), **react}
-        controller = Controller(pattern, ControllerConfig.from_mapping(params,
-                                                                       where="tuner spec react"))
-    return TunerLeader(
-        pattern, spec.get("world_size", pattern.n), controller=controller,
-        apply_delay_epochs=spec.get("apply_delay_epochs", 5),
-        message_bytes=spec["message_bytes"], flow_bytes=spec.get("flow_bytes"),
-        host=spec.get("host", "0.0.0.0"), port=spec.get("port", 0),
-        timeout_s=spec.get("timeout_s", 30.0),
-        max_message_bytes=spec.get("max_message_bytes", MAX_MESSAGE_BYTES),
-    )
-
-
-def spawn_leader(
-    spec_path: str | os.PathLike[str],
-    out_path: str | os.PathLike[str],
-    *,
-    popen: Callable[..., subprocess.Popen[str]] = subprocess.Popen,
-    timeout_s: float = 30.0,
-) -> tuple[subprocess.Popen[str], tuple[str, int]]:
-    """Start ``python -m react.runtime.tuner`` and read the address it listens on.
-
-    ``popen`` runs the command (e.g. ``lambda argv, **kw: network.popen("h0", argv, **kw)`` to
-    start it inside an emulated host); it gets ``stdout=PIPE, text=True``. Returns the process
-    and ``(host, port)`` as the leader printed them (``0.0.0.0`` when it listens on every
-    address: use the host's IP). The caller waits for or kills the process.
-
-    Raises
-    ------
-    ReactError
-        If the leader exits or prints nothing within ``timeout_s`` (its stderr in the message).
-    """
-    argv = [sys.executable, "-m", "react.runtime.tuner", "--spec", os.fspath(spec_path),
-            "--out", os.fspath(out_path)]
-    proc = popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    ready = select.select([proc.stdout], [], [], timeout_s)[0]
-    line = proc.stdout.readline() if ready else ""
-    try:
-        message = json.loads(line)
-        address = (str(message["host"]), int(message["port"]))
-    except (ValueError, TypeError, KeyError):
-        proc.kill()
-        _, err = proc.communicate(timeout=timeout_s)
-        raise ReactError(f"the tuner leader did not start within {timeout_s} s "
-                         f"(printed {line!r}; stderr: {(err or '').strip()[-500:]!r})") from None
-    return proc, address
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m react.runtime.tuner --spec SPEC.json --out RESULT.json``.
-
-    Prints ``{"type": "listening", "host": h, "port": p}`` as one line on stdout once it
-    listens, then ``{"type": "epoch", "epoch": e}`` as each epoch is merged (progress); serves
-    the job, writes the result. Exit status: 0 when every rank finished and
-    every epoch merged, 3 when the result is partial (see its ``events``), 2 on a bad spec.
-    """
-    parser = argparse.ArgumentParser(
-        prog="python -m react.runtime.tuner",
-        description="RTuner's leader. Spec keys: pattern (Pattern.to_dict), message_bytes; "
-                    "optional world_size, flow_bytes, react (true or a table of controller "
-                    "parameters; absent: collect only), batch_epochs (6), apply_delay_epochs "
-                    "(5), host (0.0.0.0), port (0: any), timeout_s (30), max_message_bytes.",
-    )
-    parser.add_argument("--spec", required=True, help="the job's spec (JSON)")
-    parser.add_argument("--out", required=True, help="where to write the result (JSON)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-    try:
-        with open(args.spec, encoding="utf-8") as fh:
-            spec = json.load(fh)
-        leader = leader_from_spec(spec)
-    except (OSError, ValueError, ReactError) as exc:
-        print(f"error: tuner spec {args.spec!r}: {exc}", file=sys.stderr)
-        return 2
-    host, port = leader.address
-    print(json.dumps({"type": "listening", "host": host, "port": port}), flush=True)
-    leader.on_epoch = lambda epoch: print(json.dumps({"type": "epoch", "epoch": epoch}),
-                                          flush=True)
-    doc = leader.run()
-    tmp = f"{args.out}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, allow_nan=False)
-        fh.write("\n")
-    os.replace(tmp, args.out)
-    return 0 if doc["complete"] else 3
-

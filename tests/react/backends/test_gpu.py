@@ -107,6 +107,7 @@ def test_closed_loop_on_gpus_runs_checks_and_reports_every_epoch(tmp_path):
 
 def test_a_killed_rank_ends_the_job_and_no_process_is_left(tmp_path):
     import threading
+    import time
 
     from react.backends.gpu.cuda import GpuError
     from react.backends.gpu.job import GpuJob
@@ -115,21 +116,25 @@ def test_a_killed_rank_ends_the_job_and_no_process_is_left(tmp_path):
     n = _gpus()
     job = GpuJob(list(range(n)), message_bytes=4e6, workdir=tmp_path, timeout_s=30,
                  compute_gap_s=0.01, tuner=False)
-    procs = []
-    real_wait = job._wait
 
-    def spy(name, ranks, logs, tuner, epochs):
-        procs.extend(ranks)
-        threading.Timer(15.0, ranks[-1].kill).start()  # mid-run: NCCL is set up by then
-        return real_wait(name, ranks, logs, tuner, epochs)
+    def kill_the_last_rank_mid_run():  # 15 s in: NCCL is set up by then
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            launcher = job.launcher
+            if launcher is not None and len(launcher.ranks) == n:
+                time.sleep(15.0)
+                launcher.ranks[-1].kill()
+                return
+            time.sleep(0.05)
 
-    job._wait = spy
+    threading.Thread(target=kill_the_last_rank_mid_run, daemon=True).start()
     try:
         with pytest.raises(GpuError, match=rf"rank {n - 1} failed \(exit -9\)"):
             job.run_job("ring", allreduce_ring(n), 100000, None)
     finally:
         job.close()
-    assert procs and all(p.poll() is not None for p in procs)
+    procs = job.launcher.processes
+    assert len(procs) == n and all(p.poll() is not None for p in procs)
 
 
 def test_a_missing_peer_times_out_with_a_clear_error():

@@ -20,6 +20,8 @@ from react.backends.gpu.job import GpuJob, epoch_spans, flow_bytes
 from react.backends.gpu.rank import gpu_job_spec, rank_loop
 from react.control.controller import Controller, ControllerConfig
 from react.control.loop import TuningLoop
+from react.control.policies import make_controller
+from react.control.policies.baselines import NeverChange
 from react.model.errors import PatternError, ReactError
 from react.model.observation import EpochResult, FlowTiming
 from react.model.pattern import Pattern
@@ -78,7 +80,7 @@ def test_copy_stream_without_cuda_fails_clearly_and_cleans_up():
     streams = CopyStreams([(0, 1)], duration_s=5, timeout_s=60)
     with pytest.raises(GpuError, match="copy stream GPU 0 -> GPU 1 did not start.*CUDA|torch"):
         streams.start()
-    assert streams._procs == []
+    assert streams.processes == ()
 
 
 # -- the rank loop -----------------------------------------------------------------------------
@@ -176,6 +178,44 @@ def test_gpu_job_closed_loop_matches_the_in_process_loop(tmp_path):
     assert len(run.info["spans_s"]) == epochs
 
 
+GREEDY = f"{ROOT / 'experiments' / 'controllers' / 'greedy.py'}:Greedy"
+
+
+@pytest.mark.parametrize("ref", ["random", GREEDY], ids=["random", "file"])
+def test_gpu_job_runs_a_controller_other_than_react(tmp_path, ref):
+    # the leader makes the controller again from its reference; the truth is the same factory
+    # fed the model's epochs in process
+    tree = allreduce_double_binary_tree(4)
+    epochs = 36
+    config = ControllerConfig(seed=0)
+    reference = TuningLoop(tree, make_controller(ref, tree, config), 5)
+    decisions = []
+    for e in range(epochs):
+        d = reference.record(e, _truth(reference.pattern_for(e), e))
+        if d is not None:
+            decisions.append(d)
+    word = "trying a random viable swap" if ref == "random" else "slowest flow"
+    assert any(word in d.reason for d in decisions), "the model must make the policy act"
+
+    job = GpuJob([0, 1, 2, 3], message_bytes=MESSAGE, gpus=4, python=SHIM, workdir=tmp_path,
+                 compute_gap_s=0.02, timeout_s=30)
+    try:
+        run = job.run_job("tree", tree, epochs, make_controller(ref, tree, config))
+    finally:
+        job.close()
+    assert [(d.batch, d.action, d.reason, d.pattern.flows) for d in run.decisions] == [
+        (d.batch, d.action, d.reason, d.pattern.flows) for d in decisions]
+    assert run.info["events"] == [] and run.info["complete"]
+
+
+def test_a_controller_the_leader_cannot_make_again_is_refused_before_anything_starts(tmp_path):
+    tree = allreduce_double_binary_tree(4)
+    job = GpuJob([0, 1, 2, 3], message_bytes=MESSAGE, gpus=4, python=SHIM, workdir=tmp_path)
+    with pytest.raises(GpuError, match="job 'tree': controller NeverChange: no reference"):
+        job.run_job("tree", tree, 12, NeverChange(tree))  # not made from a reference
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_gpu_job_without_tuner_reports_spans(tmp_path):
     ring = allreduce_ring(2)
     job = GpuJob([0, 1], message_bytes=MESSAGE, gpus=2, python=SHIM, workdir=tmp_path,
@@ -197,20 +237,14 @@ def test_a_failing_rank_ends_the_job_and_every_process(tmp_path, monkeypatch):
     tree = allreduce_double_binary_tree(4)
     job = GpuJob([0, 1, 2, 3], message_bytes=MESSAGE, gpus=4, python=SHIM, workdir=tmp_path,
                  compute_gap_s=0.01, timeout_s=20)
-    procs = []
-    real_wait = job._wait
-
-    def spy(name, ranks, logs, tuner, epochs):
-        procs.extend([*ranks, tuner])
-        return real_wait(name, ranks, logs, tuner, epochs)
-
-    job._wait = spy
     t0 = time.monotonic()
     with pytest.raises(GpuError, match=r"rank 1 failed \(exit 1\): rank 1: injected failure "
                                        r"at epoch 3"):
         job.run_job("tree", tree, 200, Controller(tree, ControllerConfig(seed=0)))
     assert time.monotonic() - t0 < 20
-    assert procs and all(p.poll() is not None for p in procs)  # nothing left running
+    procs = job.launcher.processes
+    assert len(procs) == 5  # the tuner and 4 ranks, none left running
+    assert all(p.poll() is not None for p in procs)
     job.close()
 
 

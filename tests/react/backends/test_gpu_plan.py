@@ -227,11 +227,11 @@ class _LateEvent:
 def test_timings_wait_for_events_that_complete_after_the_epochs_end_marker():
     # Seen on 2 H200s under a copy stream: the epoch's end marker had completed while the
     # anchor (its own stream) or the exit event had not, and reading the times raised.
-    from react.backends.gpu.collective import GpuEpoch, _Events
+    from react.backends.gpu.collective import EpochEvents, GpuEpoch
 
     plan = gpu_plan(GENERATORS["allreduce_ring"](2), 0, 8, 2)
     k = len(plan.groups)
-    events = _Events(_LateEvent(0.0), _LateEvent(0.1), _LateEvent(5.0),
+    events = EpochEvents(_LateEvent(0.0), _LateEvent(0.1), _LateEvent(5.0),
                      [_LateEvent(0.2 + j) for j in range(k)],
                      [_LateEvent(0.9 + j) for j in range(k)])
     for e in (*events.ready, *events.done, events.enter):

@@ -23,7 +23,9 @@ from flowsim.topologies import star
 from react.backends.emu import EmuError, EmuNetwork
 from react.backends.emu.cleanup import list_namespaces
 from react.cli import main as react_main
+from react.control.controller import ControllerConfig
 from react.control.detect import detect_congestion
+from react.control.policies.baselines import RandomSwap
 from react.model.errors import ReactError
 from react.patterns import allreduce_double_binary_tree, patterns_at
 from react.run.scenario import parse_scenario
@@ -137,6 +139,24 @@ def test_react_closed_loop_improves_the_congested_star():
     changes = [e for e in range(1, 72) if on.patterns[e] != on.patterns[e - 1]]
     decided = sum(d.changed for d in on.decisions)
     assert decided - 1 <= len(changes) <= decided
+
+
+def test_a_baseline_controller_runs_on_real_ranks():
+    # The job names the 'random' baseline; the leader makes it again from that reference. Its
+    # first draw depends on its seed alone, so its first decision tries the swap the same
+    # baseline draws in process from seed 0, and every rank runs that pattern from epoch
+    # 5 + 1 + 5 = 11 on (the second decision, after epoch 16, would switch after the run).
+    doc = star_doc(ranks=4, p=0, epochs=18, react=True, message=256 * 1024)
+    doc["jobs"][0]["controller"] = "random"
+    run = run_scenario(parse_scenario(doc))["tree"]
+    tree = allreduce_double_binary_tree(4)
+    first = RandomSwap(tree, ControllerConfig(seed=0)).observe(run.results[:6])
+    assert first.action == "try" and first.reason.startswith("trying a random viable swap")
+    assert [(d.batch, d.action, d.reason) for d in run.decisions[:1]] == [
+        (0, "try", first.reason)]
+    assert [d.batch for d in run.decisions] == [0, 1]
+    assert run.patterns == [tree] * 11 + [first.pattern] * 7
+    assert run.info["complete"]
 
 
 def test_killing_the_leader_mid_run_does_not_hang_the_job():

@@ -24,6 +24,8 @@ import pytest
 
 from react.control.controller import Controller, ControllerConfig
 from react.control.loop import TuningLoop
+from react.control.policies import ControllerLoadError, make_controller
+from react.control.policies.baselines import NeverChange
 from react.model.errors import PatternError, ReactError
 from react.model.observation import EpochResult, FlowTiming
 from react.model.pattern import Pattern
@@ -47,7 +49,9 @@ from react.runtime.tuner import (
     pattern_fingerprint,
     read_result,
     spawn_leader,
+    tuner_spec,
 )
+from react.runtime.tuner.messages import PROTOCOL_VERSION
 
 MESSAGE = 20e6
 SLOW = 3
@@ -149,9 +153,11 @@ def start_leader_process(tmp_path, spec):
     return proc, (host, port)
 
 
-def reference_loop(pattern, epochs, truth=model):
-    """The in-process closed loop the leader must reproduce."""
-    loop = TuningLoop(pattern, Controller(pattern, ControllerConfig(seed=0)), 5)
+def reference_loop(pattern, epochs, truth=model, controller=None):
+    """The in-process closed loop the leader must reproduce (default: REACT, seed 0)."""
+    if controller is None:
+        controller = Controller(pattern, ControllerConfig(seed=0))
+    loop = TuningLoop(pattern, controller, 5)
     ran, decisions = [], []
     for epoch in range(epochs):
         p = loop.pattern_for(epoch)
@@ -196,17 +202,20 @@ def test_channel_rejects_malformed_lines(line, why):
 
 def test_channel_rejects_oversize_lines_both_ways():
     a, b = channel_pair(max_message_bytes=100)
+    raw, far = socket.socketpair()
+    c = Channel(far, timeout_s=2, max_message_bytes=100, peer="c")
     try:
         with pytest.raises(MessageError, match="limit is 100"):
             a.send({"type": "x", "pad": "p" * 100})
         with pytest.raises(MessageError, match="NaN|not plain JSON"):
             encode({"type": "x", "v": float("nan")})
-        a._sock.sendall(b"x" * 500)  # a peer that never ends its line
+        raw.sendall(b"x" * 500)  # a peer that never ends its line
         with pytest.raises(MessageError, match="without a newline; the channel limit is 100"):
-            b.recv(1)
+            c.recv(1)
     finally:
-        a.close()
-        b.close()
+        for end in (a, b, c):
+            end.close()
+        raw.close()
 
 
 def test_channel_eof_and_timeout_are_channel_errors():
@@ -287,6 +296,88 @@ def test_closed_loop_over_the_channel_matches_the_in_process_loop(tmp_path):
           f"{max(d['latency_s'] for d in doc['decisions']) * 1e3:.1f} ms; offsets max "
           f"{max(abs(o) for o in doc['offsets_s'].values()) * 1e6:.1f} us; client report() "
           f"{max(r.client.report_s / epochs for r in ranks) * 1e6:.1f} us/epoch")
+
+
+GREEDY = os.path.join(ROOT, "experiments", "controllers", "greedy.py") + ":Greedy"
+
+
+@pytest.mark.parametrize("ref", ["never", "random", GREEDY], ids=["never", "random", "file"])
+def test_the_leader_makes_any_controller_again_from_its_reference(tmp_path, ref):
+    # The job writes the controller into the leader's spec as a reference and a config; the
+    # leader (its own process) makes it again, guarded. Its decisions must be that controller's:
+    # those of the same factory fed the model's epochs in process.
+    tree = allreduce_double_binary_tree(8)
+    epochs = 36
+    config = ControllerConfig(seed=0)
+    spec = tuner_spec(tree, make_controller(ref, tree, config), message_bytes=MESSAGE,
+                      apply_delay_epochs=5, host="127.0.0.1", timeout_s=20)
+    assert (spec["controller"], spec["react"]["seed"]) == (ref, 0)
+    proc, address = start_leader_process(tmp_path, spec)
+    try:
+        ranks = run_ranks(address, tree, epochs, period_s=0.08)
+        assert proc.wait(timeout=20) == 0, proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
+    _, _, decisions = read_result(tmp_path / "result.json")
+    ran, expected = reference_loop(tree, epochs, controller=make_controller(ref, tree, config))
+    summary = [(d.batch, d.action, d.reason, d.pattern.flows) for d in decisions]
+    assert summary == [(d.batch, d.action, d.reason, d.pattern.flows) for _, d in expected]
+    if ref == "never":  # never a switch: a batch of 6 after epochs 5, 11, ..., 35
+        assert [(d.action, d.reason) for d in decisions] == [
+            ("keep", "baseline: never changes the pattern")] * 6
+    else:  # the policy's own words, not REACT's
+        word = "trying a random viable swap" if ref == "random" else "slowest flow"
+        assert any(d.action == "try" and word in d.reason for d in decisions)
+    for r in ranks:
+        assert [p.flows for p in r.ran] == [p.flows for p in ran]
+
+
+def test_a_controller_that_fails_in_the_leader_ends_it_naming_the_fault(tmp_path):
+    policy = tmp_path / "faulty.py"
+    policy.write_text("class Faulty:\n"
+                      "    def __init__(self, pattern, config):\n"
+                      "        self.pattern, self.config = pattern, config\n"
+                      "    def observe(self, batch):\n"
+                      "        raise ValueError('no idea')\n")
+    ref = f"{policy}:Faulty"
+    ring = allreduce_ring(4)
+    spec = tuner_spec(ring, make_controller(ref, ring, ControllerConfig(seed=0)),
+                      message_bytes=MESSAGE, apply_delay_epochs=5, host="127.0.0.1",
+                      timeout_s=10)
+    proc, address = start_leader_process(tmp_path, spec)
+    try:
+        ranks = run_ranks(address, ring, 12, period_s=0.02, timeout_s=5.0)
+        assert proc.wait(timeout=20) == 1
+        err = proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert f"error: controller {ref!r}, batch 0: observe raised ValueError: no idea" in err
+    assert not (tmp_path / "result.json").exists()
+    for r in ranks:  # every rank finished on the job's pattern
+        assert len(r.ran) == 12 and all(p == ring for p in r.ran)
+        assert "lost the leader" in r.client.failure
+
+
+def test_a_controller_that_cannot_be_made_again_is_refused_by_name():
+    ring = allreduce_ring(4)
+    with pytest.raises(ControllerLoadError, match="controller NeverChange: no reference"):
+        tuner_spec(ring, NeverChange(ring), message_bytes=MESSAGE, apply_delay_epochs=5,
+                   host="127.0.0.1", timeout_s=10)
+
+
+def test_the_leader_refuses_a_controller_that_does_not_load(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"pattern": allreduce_ring(4).to_dict(), "message_bytes": 1,
+                                "controller": "no_such_module:Factory", "react": True}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "react.runtime.tuner", "--spec", str(spec), "--out",
+         str(tmp_path / "out.json")], cwd=ROOT, capture_output=True, text=True, timeout=30,
+    )
+    assert proc.returncode == 2
+    assert "controller 'no_such_module:Factory': cannot import module 'no_such_module'" in (
+        proc.stderr)
 
 
 def test_leader_merges_exactly_like_merge_epoch_and_estimates_a_shifted_clock(tmp_path):
@@ -383,7 +474,7 @@ class FakeLeader(threading.Thread):
             self.go.wait(5)
             for item in self.script:
                 if isinstance(item, bytes):
-                    channel._sock.sendall(item)
+                    sock.sendall(item)  # below the channel: bytes it would never send
                 else:
                     channel.send(item)
             while True:
@@ -590,6 +681,18 @@ def test_leader_stops_tuning_when_a_rank_starts_from_another_pattern():
     assert not doc["complete"] and doc["decisions"] == [] and doc["epochs"] == []
 
 
+def hand_rank(rank, address):
+    """A rank that speaks the protocol by hand up to the welcome: (its channel, its socket)."""
+    sock = socket.create_connection(address, timeout=5)
+    channel = Channel(sock, timeout_s=5, max_message_bytes=4096, peer="leader")
+    channel.send({"type": "hello", "rank": rank, "version": PROTOCOL_VERSION,
+                  "clock": clock_id()})
+    while (message := channel.recv(5))["type"] == "ping":
+        channel.send({"type": "pong", "seq": message["seq"], "t_rank_s": now_s()})
+    assert message["type"] == "welcome", message
+    return channel, sock
+
+
 @pytest.mark.parametrize(("bad", "why"), [
     ({"type": "timings", "timings": {"rank": "three"}, "pattern": "", "waited_s": 0},
      "rank 3 sent a bad 'timings' message: malformed rank timings"),
@@ -603,17 +706,19 @@ def test_leader_drops_a_rank_that_sends_garbage(bad, why):
     out = {}
     thread = threading.Thread(target=lambda: out.update(doc=leader.run()), daemon=True)
     thread.start()
-    clients = {}
+    clients, hand = {}, {}
     connect = [threading.Thread(target=lambda r=r: clients.update(
-        {r: TunerClient(r, leader.address, timeout_s=5)})) for r in ring.ranks]
+        {r: TunerClient(r, leader.address, timeout_s=5)})) for r in (0, 1, 2)]
+    connect.append(threading.Thread(target=lambda: hand.update(
+        zip(("channel", "sock"), hand_rank(3, leader.address), strict=True))))
     for t in connect:
         t.start()
     for t in connect:
         t.join(timeout=10)
     if isinstance(bad, bytes):
-        clients[3]._channel._sock.sendall(bad)
+        hand["sock"].sendall(bad)
     else:
-        clients[3]._channel.send(bad)
+        hand["channel"].send(bad)
     start = time.monotonic()
     for epoch in range(14):  # past the first lease (epoch 10): nobody may wait
         for r, client in clients.items():
@@ -622,6 +727,7 @@ def test_leader_drops_a_rank_that_sends_garbage(bad, why):
     assert time.monotonic() - start < 3.0
     for client in clients.values():
         client.close()
+    hand["channel"].close()
     thread.join(timeout=15)
     doc = out["doc"]
     assert any(re.search(why, e) for e in doc["events"]), doc["events"]
