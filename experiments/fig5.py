@@ -23,8 +23,8 @@ congested ranks are distinct (so at x = 8 every rank is congested, as the
 paper's note on Fig. 5 says) and so are the ``x`` outside hosts. A scenario's pairs depend on its
 seed and ``x`` only, so the three values of ``p`` congest the same pairs.
 
-Runs go through the sweep machinery (:func:`react.run.sweep.execute` into a :mod:`react.run.store` SQLite
-file), so an interrupted run resumes where it stopped. The helpers here (:func:`make_point`,
+Runs go through the sweep machinery (:func:`react.run.sweep.execute` into a :mod:`react.run.store`
+SQLite file), so an interrupted run resumes where it stopped. The helpers here (:func:`make_point`,
 :func:`run_points`, :func:`paired_rows`) are shared by the Fig. 13 and Table 2 scripts.
 
 Run::

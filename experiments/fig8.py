@@ -77,8 +77,8 @@ def scenario(failed: int, capacity_gbps: float, seed: int, *, epochs: int,
              candidates: Sequence[str] | None = None,
              concurrency: str = "", settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One point: ``failed`` links drawn among the job's usable links, at ``capacity_gbps``;
-    ``concurrency`` is the controller's (react.control.controller.ControllerConfig; empty: its default),
-    ``settings`` more controller parameters (``--react-set``)."""
+    ``concurrency`` is the controller's (react.control.controller.ControllerConfig; empty: its
+    default), ``settings`` more controller parameters (``--react-set``)."""
     links = list(candidates) if candidates is not None else candidate_links(seed)
     rng = np.random.default_rng([seed, failed])  # independent of the capacity
     chosen = [links[int(i)] for i in rng.choice(len(links), size=failed, replace=False)]

@@ -1,16 +1,16 @@
 """Beyond the paper: how far is REACT from the best pattern the transforms can reach?
 
 For a Fig. 5 scenario (:mod:`experiments.fig5`), the *oracle* is the best pattern reachable from
-the job's initial pattern by sequences of the three swap transforms (react.model.transforms, enumerated
-by :class:`react.model.swapspace.SwapSpace` without REACT's restriction to congested ranks), judged as
-follows:
+the job's initial pattern by sequences of the three swap transforms (react.model.transforms,
+enumerated by :class:`react.model.swapspace.SwapSpace` without REACT's restriction to congested
+ranks), judged as follows:
 
 1. Run the scenario without REACT and with REACT, and give the per-flow FCTs of the baseline's
    last 60 epochs and of every REACT epoch (each with the pattern it ran; ``--baseline-only``
    leaves REACT's out) to the controller's own analytical model
-   (:class:`react.control.estimate.FctHistory`, paper §5.4.1): a candidate pattern's collective time is
-   the critical path (:func:`react.model.critical.critical_path`) of the FCTs the model predicts for
-   its flows. REACT's epochs matter: the model knows a (src, dst) pair's cost only if some run
+   (:class:`react.control.estimate.FctHistory`, paper §5.4.1): a candidate pattern's collective time
+   is the critical path (:func:`react.model.critical.critical_path`) of the FCTs the model predicts
+   for its flows. REACT's epochs matter: the model knows a (src, dst) pair's cost only if some run
    used that pair, and REACT's explored patterns use many more pairs than the baseline.
 2. Beam search over swap sequences: from the initial pattern, apply every viable swap of every
    rank to each of the ``beam`` best patterns found so far, keep the ``beam`` best distinct

@@ -70,7 +70,51 @@ PUBLIC: dict[str, str] = {
 }
 """Each public name and the module that defines it."""
 
-__all__ = sorted(PUBLIC)
+__all__ = [
+    "Backend",
+    "Chunk",
+    "ChunkLocalSwap",
+    "CongestionReport",
+    "Controller",
+    "ControllerConfig",
+    "Decision",
+    "EpochResult",
+    "Flow",
+    "FlowTiming",
+    "GENERATORS",
+    "GlobalSwap",
+    "Job",
+    "JobRun",
+    "Pattern",
+    "PatternError",
+    "PositionSwap",
+    "ReactError",
+    "Scenario",
+    "ScenarioError",
+    "SimBackend",
+    "SwapSpace",
+    "TunedBackend",
+    "TuningLoop",
+    "allgather_recursive_doubling",
+    "allgather_ring",
+    "allreduce_double_binary_tree",
+    "allreduce_halving_doubling",
+    "allreduce_ring",
+    "broadcast_binary_tree",
+    "compare_scenario",
+    "detect_congestion",
+    "first_violation",
+    "generator",
+    "load_scenario",
+    "make_controller",
+    "open_jobs",
+    "parse_scenario",
+    "reduce_binary_tree",
+    "reduce_scatter_ring",
+    "run_jobs",
+    "run_scenario",
+    "verify",
+]
 
 
 def __getattr__(name: str) -> Any:

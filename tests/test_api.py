@@ -26,6 +26,10 @@ def test_the_page_lists_exactly_what_react_exports():
     assert _names_in_section("react") == set(react.__all__)
 
 
+def test_react_exports_every_name_it_can_load():
+    assert sorted(react.__all__) == sorted(react.PUBLIC)
+
+
 def test_every_public_name_imports():
     for package in (flowsim, react):
         for name in package.__all__:

@@ -31,8 +31,9 @@ def non_negative_int(text: str) -> int:
 
 
 def controller_setting(text: str) -> tuple[str, Any]:
-    """``KEY=VALUE``: one controller parameter (:class:`react.control.controller.ControllerConfig`), the
-    value read as a TOML value (``0.1``, ``true``, ``"links"``) or else taken as a bare string."""
+    """``KEY=VALUE``: one controller parameter (:class:`react.control.controller.ControllerConfig`),
+    the value read as a TOML value (``0.1``, ``true``, ``"links"``) or else taken as a bare
+    string."""
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key.isidentifier():
@@ -51,8 +52,9 @@ def add_controller_settings(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--react-set", metavar="KEY=VALUE", action="append", type=controller_setting,
         default=[], dest="react_set",
-        help="set a controller parameter of every REACT run (react.control.controller.ControllerConfig, "
-             "e.g. unseen_pairs=links_least; repeatable); the outputs' names then say so")
+        help="set a controller parameter of every REACT run "
+             "(react.control.controller.ControllerConfig, e.g. unseen_pairs=links_least; "
+             "repeatable); the outputs' names then say so")
 
 
 def controller_settings(parser: argparse.ArgumentParser,

@@ -24,9 +24,10 @@ def add_parser(sub: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> Non
     sweep = sub.add_parser(
         "sweep", parents=list(parents), help="run a sweep spec: a grid of scenarios and seeds",
         description="Run every point of a sweep spec (TOML: base scenario, [grid], seeds, see "
-                    "react/run/sweep.py), with and without REACT, recording each run in the results "
-                    "store as it finishes. Rerunning skips finished runs, so an interrupted "
-                    "sweep resumes where it stopped. Exit status 1 if any run failed.",
+                    "react/run/sweep.py), with and without REACT, recording each run in the "
+                    "results store as it finishes. Rerunning skips finished runs, so an "
+                    "interrupted sweep resumes where it stopped. Exit status 1 if any run "
+                    "failed.",
         epilog="Example: react sweep experiments/sweeps/tree_star_p.toml --workers 2",
     )
     sweep.add_argument("spec", metavar="SPEC", help="sweep spec TOML file")

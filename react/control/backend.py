@@ -1,7 +1,7 @@
 """The one small interface between the REACT controller and whatever runs the collective.
 
-A backend executes a :class:`~react.model.pattern.Pattern` for some epochs and reports, per epoch, the
-collective's completion time and every flow's start and end. It never decides anything; the
+A backend executes a :class:`~react.model.pattern.Pattern` for some epochs and reports, per epoch,
+the collective's completion time and every flow's start and end. It never decides anything; the
 controller never knows which backend it talks to (ASTRA-sim's network front-ends follow the same
 separation).
 """

@@ -3,10 +3,10 @@
 A :class:`Job` is a pattern, a backend that runs it, a number of epochs and optionally a
 controller. :func:`run_jobs` drives them all at once, each the way its backend naturally runs:
 
-- jobs on the simulator (:class:`~react.backends.sim.engine.SimBackend`) are SimPy processes on their
-  shared network's clock, so several jobs and background traffic advance together in simulated
-  time; each epoch's pattern comes from the job's :class:`~react.control.loop.TuningLoop`, which hands
-  batches to the controller and schedules its pattern changes;
+- jobs on the simulator (:class:`~react.backends.sim.engine.SimBackend`) are SimPy processes on
+  their shared network's clock, so several jobs and background traffic advance together in simulated
+  time; each epoch's pattern comes from the job's :class:`~react.control.loop.TuningLoop`, which
+  hands batches to the controller and schedules its pattern changes;
 - jobs on any other stepped :class:`~react.control.backend.Backend` run in a thread each, with the
   same loop, one epoch at a time;
 - jobs on a :class:`~react.control.backend.TunedBackend` (real ranks: the emulator, GPUs) run in a

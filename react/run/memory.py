@@ -16,14 +16,14 @@ traffic is not counted (long-lived flows leave one record each; a periodic sourc
 depends on how long the jobs take).
 
 A job with REACT on also keeps, in its controller, one observation per flow of each of its last
-``history_epochs`` epochs (:class:`react.control.estimate.FctHistory`: about 184 bytes each, measured
-the same way; :data:`BYTES_PER_OBSERVATION` rounds it up), and while it decides it holds the
-candidate patterns it prices and swap spaces with their chunk-graph replays, which do not grow
-with the epochs but with the pattern: :data:`DECISION_BYTES_PER_FLOW_STEP` per flow and step of
-its pattern, at most :data:`DECISION_BYTES_CAP` per job, the bound the controller keeps its
-spaces and replays within plus what one search level's pricing holds (docs/benchmarks.md,
-"eleventh look": before that bound, a 240-rank recursive-doubling AllGather's replays took the
-240-rank what-if to 4.56 GiB).
+``history_epochs`` epochs (:class:`react.control.estimate.FctHistory`: about 184 bytes each,
+measured the same way; :data:`BYTES_PER_OBSERVATION` rounds it up), and while it decides it holds
+the candidate patterns it prices and swap spaces with their chunk-graph replays, which do not grow
+with the epochs but with the pattern: :data:`DECISION_BYTES_PER_FLOW_STEP` per flow and step of its
+pattern, at most :data:`DECISION_BYTES_CAP` per job, the bound the controller keeps its spaces and
+replays within plus what one search level's pricing holds (docs/benchmarks.md, "eleventh look":
+before that bound, a 240-rank recursive-doubling AllGather's replays took the 240-rank what-if to
+4.56 GiB).
 """
 
 from __future__ import annotations

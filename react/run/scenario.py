@@ -188,7 +188,8 @@ class JobSpec:
     react: bool
     controller: ControllerConfig
     controller_factory: str = "react"
-    """Who decides when ``react`` is on: a reference :func:`react.control.policies.resolve` accepts."""
+    """Who decides when ``react`` is on: a reference :func:`react.control.policies.resolve`
+    accepts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,8 +258,8 @@ class Scenario:
     def with_controller(self, ref: str, base_dir: str | os.PathLike[str] = ".") -> Scenario:
         """The same scenario with ``ref`` deciding for every job that runs a controller.
 
-        ``ref`` is anything :func:`react.control.policies.resolve` accepts (a relative file path is read
-        from ``base_dir``); a reference that does not load is a :class:`ScenarioError`.
+        ``ref`` is anything :func:`react.control.policies.resolve` accepts (a relative file path is
+        read from ``base_dir``); a reference that does not load is a :class:`ScenarioError`.
         """
         from react.control.policies import ControllerLoadError, resolve
 

@@ -13,9 +13,9 @@ Long runs: only a window of epochs is written (``epochs=(first, last)``, default
 :data:`DEFAULT_WINDOW`), so that a trace stays small enough for a browser to open.
 
 The runs come from :func:`run_recorded`, which runs a scenario like
-:func:`react.run.scenario_runs.run_scenario` and also keeps the simulated network's flow records (start,
-end, path of every flow), which the per-link view needs; a run on another backend has per-rank
-tracks only, its epochs laid back to back.
+:func:`react.run.scenario_runs.run_scenario` and also keeps the simulated network's flow records
+(start, end, path of every flow), which the per-link view needs; a run on another backend has
+per-rank tracks only, its epochs laid back to back.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ class Recorded:
 
 def run_recorded(scenario: Any, *, react: bool | None = None, label: str = "",
                  on_epoch: Callable[[str, int], None] | None = None) -> Recorded:
-    """Run ``scenario`` as :func:`react.run.scenario_runs.run_scenario` does, keeping the network's flow
-    records when it runs on the simulator (other backends have no flow records: their timeline
+    """Run ``scenario`` as :func:`react.run.scenario_runs.run_scenario` does, keeping the network's
+    flow records when it runs on the simulator (other backends have no flow records: their timeline
     is per rank, from each epoch's flow timings)."""
     from react.backends.sim.engine import SimBackend
     from react.run.driver import run_jobs

@@ -3,9 +3,9 @@
 Algorithm 2 runs each chunk graph independently (one thread each, :mod:`react.runtime.collective`).
 Within one chunk graph a rank walks the steps in which it has operations, in increasing order: it
 posts every send and receive of that step, waits for all of them, then applies the receives in
-pattern flow order. The program itself is defined once, in :mod:`react.model.execution` (the simulator
-derives its execution rule from the same programs); this module hands it to a rank and lays out
-the buffer. It does no I/O.
+pattern flow order. The program itself is defined once, in :mod:`react.model.execution` (the
+simulator derives its execution rule from the same programs); this module hands it to a rank and
+lays out the buffer. It does no I/O.
 
 Buffer layout (DESIGN.md "Execution semantics"): a message of ``count`` elements; chunk ``c`` is
 the element range ``[bounds[c], bounds[c+1])`` with ``bounds = round(count * cumulative

@@ -307,11 +307,11 @@ def run_and_plot(
 ) -> list[dict[str, Any]]:
     """Run sweep points (resuming from ``store``), then plot and tabulate exactly those points.
 
-    The experiment scripts (``experiments/fig*.py``) share this tail: :func:`react.run.sweep.execute`
-    the points into the store, pair the runs of these points only (a store may also hold other
-    sweeps or a quick run), write the PNG and the CSV, and return the aggregated rows.
-    ``seeds_csv``: also the rows aggregated per ``seed`` parameter (its value in the ``series``
-    column), for points run several times per seed (``experiments/draws.py``).
+    The experiment scripts (``experiments/fig*.py``) share this tail:
+    :func:`react.run.sweep.execute` the points into the store, pair the runs of these points only (a
+    store may also hold other sweeps or a quick run), write the PNG and the CSV, and return the
+    aggregated rows. ``seeds_csv``: also the rows aggregated per ``seed`` parameter (its value in
+    the ``series`` column), for points run several times per seed (``experiments/draws.py``).
 
     Raises
     ------

@@ -1,4 +1,5 @@
-"""``react report --html DIR`` and ``react run --html DIR``: write the pages of :mod:`react.show.runpage`.
+"""``react report --html DIR`` and ``react run --html DIR``: write the pages of
+:mod:`react.show.runpage`.
 
 A results store keeps each run's scenario (after the sweep's overrides), its seed and summary
 metrics, not the epochs themselves. Runs are seeded and deterministic, so a page is made by

@@ -1,9 +1,9 @@
 """The flowsim backend: a job's ranks placed on hosts of a shared simulated network.
 
 One :class:`SimBackend` is one job. It executes a pattern with an execution rule of
-:mod:`react.model.execution`: by default the paper's Algorithm 2, as RCollective runs it (per chunk graph,
-a rank's step-t operations block its next step; a flow runs only when both its ends reached its
-step), or, as a named option, the looser dataflow rule (a flow starts once the flows whose data
+:mod:`react.model.execution`: by default the paper's Algorithm 2, as RCollective runs it (per chunk
+graph, a rank's step-t operations block its next step; a flow runs only when both its ends reached
+its step), or, as a named option, the looser dataflow rule (a flow starts once the flows whose data
 it needs have ended). A flow starts the moment its rule allows; the collective ends when its last
 flow ends. Several backends (jobs) and background traffic may share one
 :class:`flowsim.network.Network`: each job's epochs are SimPy processes on the network's clock, so

@@ -4,9 +4,10 @@
 driver, so any difference from a run without a controller is the driver's, not the policy's.
 :class:`RandomSwap` is what REACT would be without its detection and its estimate: after every
 batch it puts one swap on trial, drawn uniformly from the viable, pruned swaps of a random rank
-(:class:`react.model.swapspace.SwapSpace`), keeps it if the next batch is faster by the same threshold
-REACT uses (``revert_threshold``), and reverts it otherwise. Both produce
-:class:`~react.control.controller.Decision` records with REACT's actions, so their traces read alike.
+(:class:`react.model.swapspace.SwapSpace`), keeps it if the next batch is faster by the same
+threshold REACT uses (``revert_threshold``), and reverts it otherwise. Both produce
+:class:`~react.control.controller.Decision` records with REACT's actions, so their traces read
+alike.
 """
 
 from __future__ import annotations

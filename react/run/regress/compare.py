@@ -2,10 +2,10 @@
 changed.
 
 A case passes when every watched metric of every job is within its tolerance
-(:func:`react.run.regress.metrics.within`) and each job's trace matches the golden's: field for field
-(``identical``), or in batch, action and swaps (``equivalent``: the reasons and gains may carry
-other numbers). A case also fails when it has no golden, when its jobs differ from the golden's,
-when it is not deterministic, and, as an error, when it did not run.
+(:func:`react.run.regress.metrics.within`) and each job's trace matches the golden's: field for
+field (``identical``), or in batch, action and swaps (``equivalent``: the reasons and gains may
+carry other numbers). A case also fails when it has no golden, when its jobs differ from the
+golden's, when it is not deterministic, and, as an error, when it did not run.
 """
 
 from __future__ import annotations

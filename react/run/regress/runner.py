@@ -9,11 +9,11 @@ of run, named by the point's ``role``:
 - ``off``: the scenario with every controller switched off, the reference of the ``gain`` metric;
 - ``run``: the scenario with one controller (``scenario``: each job as its file says);
 - ``twin``: the ``run`` points again, in a fresh interpreter started for them
-  (``python -m react.run.regress.runner``) with a different string-hash seed (``PYTHONHASHSEED``), so
-  that anything a trace depends on beyond the scenario (set iteration order, process ids, state
-  left by an earlier run in a worker, the clock) shows up as a difference from ``run``. The
-  reruns are shared out among as many fresh interpreters as there are workers (each case's two
-  runs are still in two processes), which keeps interpreter start-ups off the suite's time.
+  (``python -m react.run.regress.runner``) with a different string-hash seed (``PYTHONHASHSEED``),
+  so that anything a trace depends on beyond the scenario (set iteration order, process ids, state
+  left by an earlier run in a worker, the clock) shows up as a difference from ``run``. The reruns
+  are shared out among as many fresh interpreters as there are workers (each case's two runs are
+  still in two processes), which keeps interpreter start-ups off the suite's time.
 
 A case's result is ``{"jobs": {job: {"metrics": {...}, "trace": [...]}}}``: JSON data only, so
 that the comparison with the twin, and later with the golden, is exact.

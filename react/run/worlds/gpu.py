@@ -1,5 +1,5 @@
-"""A scenario on this host's GPUs: ``backend = "gpu"`` (what :func:`react.run.scenario_runs.open_jobs`
-calls).
+"""A scenario on this host's GPUs: ``backend = "gpu"`` (what
+:func:`react.run.scenario_runs.open_jobs` calls).
 
 Host ``h{i}`` of the scenario's topology (in topology order) is GPU ``i``; a job's rank runs on
 its host's GPU, so a scenario for a machine of ``N`` GPUs uses a topology of at least ``N``

@@ -77,7 +77,8 @@ def world_request(scenario: Scenario, spec: Ns3Spec, fabric: Fabric,
 
 @contextmanager
 def scenario_jobs(scenario: Scenario, *, react: bool | None = None) -> Iterator[list[Any]]:
-    """The scenario's jobs in one fresh ns-3 world (see :func:`react.run.scenario_runs.open_jobs`)."""
+    """The scenario's jobs in one fresh ns-3 world (see
+    :func:`react.run.scenario_runs.open_jobs`)."""
     from react.run.driver import Job
     from react.run.scenario import controllers
 

@@ -1,9 +1,9 @@
-"""A scenario's network and jobs on the simulator: what :func:`react.run.scenario_runs.open_jobs` calls for
-``backend = "sim"`` (the other backends' counterparts are ``react.run.worlds.emu``,
+"""A scenario's network and jobs on the simulator: what :func:`react.run.scenario_runs.open_jobs`
+calls for ``backend = "sim"`` (the other backends' counterparts are ``react.run.worlds.emu``,
 ``react.run.worlds.ns3`` and ``react.run.worlds.gpu``).
 
-Kept apart from :mod:`react.backends.sim.engine` so that the backend itself knows nothing of scenario
-files or the job driver.
+Kept apart from :mod:`react.backends.sim.engine` so that the backend itself knows nothing of
+scenario files or the job driver.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def build_network(scenario: Scenario) -> Network:
 
 @contextmanager
 def scenario_jobs(scenario: Scenario, *, react: bool | None = None) -> Iterator[list[Any]]:
-    """The scenario's jobs on one fresh simulated network (see :func:`react.run.scenario_runs.open_jobs`)."""
+    """The scenario's jobs on one fresh simulated network (see
+    :func:`react.run.scenario_runs.open_jobs`)."""
     from react.run.driver import Job
     from react.run.scenario import controllers
 

@@ -47,6 +47,7 @@ from react.runtime.tuner.messages import (
     _result_to_dict,
     _swap_to_dict,
     pattern_fingerprint,
+    report_to_dict,
 )
 
 __all__ = ["EpochMerger", "TunerLeader", "estimate_offset"]
@@ -445,6 +446,7 @@ class TunerLeader:
             "estimated_gain": _finite(decision.estimated_gain),
             "observed_gain": _finite(decision.observed_gain),
             "mean_time_s": _finite(decision.mean_time_s),
+            "report": report_to_dict(decision.report),
             "merge_s": self._batch_merge_s, "decide_s": decide_s, "send_s": send_s,
             "overhead_s": self._batch_merge_s + decide_s + send_s,
             "latency_s": time.perf_counter() - arrived_s,

@@ -39,7 +39,8 @@ def test_tcp_sharing_runs_on_the_tcp_aware_network():
 
 
 def test_top_level_sharing_still_works_and_warns_where_it_moved():
-    with pytest.warns(FutureWarning, match=r"write it in the \[sim\] table: \[sim\] sharing = 'tcp'"):
+    moved = r"write it in the \[sim\] table: \[sim\] sharing = 'tcp'"
+    with pytest.warns(FutureWarning, match=moved):
         scenario = parse_scenario({**DOC, "sharing": "tcp"})
     assert scenario.sim.sharing == "tcp"
     assert isinstance(build_network(scenario), TcpNetwork)

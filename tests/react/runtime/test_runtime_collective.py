@@ -3,9 +3,9 @@
 Ranks are local processes on 127.0.0.1 (``run_local``); one group of ``n`` processes runs every
 generator for that ``n``, on int64 (compared exactly) and float32 (to a tolerance) inputs. The
 truth is a numpy reduction of the inputs, regenerated here from the same seeds, by the meaning of
-each kind (react/model/verify.py): AllReduce -> every rank holds the sum; AllGather -> every rank holds
-chunk c of its owner; ReduceScatter -> the owner of chunk c holds its sum; Broadcast -> every rank
-holds the root's buffer; Reduce -> the root holds the sum.
+each kind (react/model/verify.py): AllReduce -> every rank holds the sum; AllGather -> every rank
+holds chunk c of its owner; ReduceScatter -> the owner of chunk c holds its sum; Broadcast -> every
+rank holds the root's buffer; Reduce -> the root holds the sum.
 """
 
 from __future__ import annotations

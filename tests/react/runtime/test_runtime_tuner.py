@@ -263,6 +263,11 @@ def test_closed_loop_over_the_channel_matches_the_in_process_loop(tmp_path):
         (d.batch, d.action, d.pattern.flows) for _, d in expected]
     assert [d["after_epoch"] for d in doc["decisions"]] == [e for e, _ in expected]
     assert any(d.action == "try" for d in decisions)  # the slow rank made REACT act
+    # each decision carries the congestion report it acted on, across the process boundary
+    assert [None if d.report is None else [c.flow for c in d.report.flows]
+            for d in decisions] == [None if d.report is None else [c.flow for c in d.report.flows]
+                                    for _, d in expected]
+    assert any(d.report is not None and d.report.flows for d in decisions if d.action == "try")
     # every rank ran the loop's pattern at every epoch: the switch reached all at epoch e + 6
     for r in ranks:
         assert [p.flows for p in r.ran] == [p.flows for p in ran]

@@ -1,4 +1,5 @@
-"""react.show.plots and `react plot`: pairing runs, per-grid-value gains, PNG and CSV from a store."""
+"""react.show.plots and `react plot`: pairing runs, per-grid-value gains, PNG and CSV from a
+store."""
 
 import csv
 
