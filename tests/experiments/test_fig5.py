@@ -17,8 +17,8 @@ from react.model.transforms import ChunkLocalSwap, GlobalSwap, PositionSwap  # n
 from react.model.verify import verify  # noqa: E402
 from react.patterns import allreduce_double_binary_tree  # noqa: E402
 from react.run.driver import run_jobs  # noqa: E402
-from react.run.scenario import parse_scenario, run_scenario  # noqa: E402
-from react.run.scenario_runs import open_jobs  # noqa: E402
+from react.run.scenario import parse_scenario  # noqa: E402
+from react.run.scenario_runs import open_jobs, run_scenario  # noqa: E402
 
 HOSTS = fig5.spread_hosts()
 ALL = [f"h{i}" for i in range(128)]

@@ -12,7 +12,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from experiments import table2  # noqa: E402
-from react.run.scenario import parse_scenario, run_scenario  # noqa: E402
+from react.run.scenario import parse_scenario  # noqa: E402
+from react.run.scenario_runs import run_scenario  # noqa: E402
 
 
 def test_allocation_is_distinct_hosts_and_an_outside_source():
