@@ -16,9 +16,9 @@ from flowsim.maxmin import max_min_rates
 from flowsim.network import FlowDone, Network
 from flowsim.records import FlowRecord, FlowState
 from flowsim.routing import Router, ecmp_hash
+from flowsim.tcp import TcpModel, TcpNetwork
 from flowsim.topologies import alibaba_fabric, fat_tree, leaf_spine, star
 from flowsim.topology import Link, Node, Topology
-from flowsim.tcp import TcpModel, TcpNetwork
 from flowsim.traffic import TrafficSource, long_lived, periodic_bulk, ping_pong, poisson_on_off
 
 __all__ = [
