@@ -1,8 +1,9 @@
 """Weighted max-min fair rate allocation by progressive filling (water-filling).
 
-A pure solver: no time, no SimPy. The engine (:mod:`flowsim.network`) calls the array core
-:func:`water_fill` (or, for a few flows, :func:`water_fill_lists`, the same algorithm on lists:
-same rates, bit for bit); people and tests call the front door :func:`max_min_rates`.
+A pure solver: no time, no SimPy. The filling itself is one compiled kernel
+(:func:`flowsim.kernels.water_fill_kernel`), which the engine (:mod:`flowsim.network`) calls
+through :func:`flowsim.kernels.fill_columns`; :func:`water_fill` is its array front, and people
+and tests call the front door :func:`max_min_rates`.
 
 The problem
 -----------
@@ -38,8 +39,8 @@ The algorithm
 has that link as its tightest one (lowest current fair share ``remaining / weight sum``) is
 certain to saturate at exactly its current share, because shares only rise as flows freeze below
 them. The link of globally lowest share always qualifies, so each round makes progress, and on a
-Clos fabric a handful of rounds replaces one round per distinct level. Each round is a few numpy
-operations over the (flow, link) incidence, kept as a dense ``flows x max_path_length`` array.
+Clos fabric a handful of rounds replaces one round per distinct level. Each round is a pass over
+the (flow, link) incidence, kept as a dense ``max_path_length x flows`` array.
 
 Round-off: rates are exact up to float accumulation in the remaining capacities (a few ulps);
 rates are clamped at 0, so none is ever negative.
@@ -49,7 +50,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from itertools import zip_longest
 from typing import TypeVar
 
 import numpy as np
@@ -59,7 +59,7 @@ from flowsim.errors import FlowError, UnknownLinkError
 K = TypeVar("K", bound=Hashable)
 L = TypeVar("L", bound=Hashable)
 
-__all__ = ["max_min_rates", "water_fill", "water_fill_columns", "water_fill_lists"]
+__all__ = ["max_min_rates", "water_fill"]
 
 
 def water_fill(paths: np.ndarray, weights: np.ndarray, capacity: np.ndarray) -> np.ndarray:
@@ -86,231 +86,16 @@ def water_fill(paths: np.ndarray, weights: np.ndarray, capacity: np.ndarray) -> 
     """
     if paths.shape[0] == 0:
         return np.zeros(0)
+    from flowsim.kernels import water_fill_kernel  # numba loads on first use
+
     n_links = capacity.shape[0]
-    # Work on the transposed incidence (max_len x n_flows): numpy reduces a short leading axis
-    # an order of magnitude faster than a short trailing one.
-    return water_fill_columns(np.where(paths.T < 0, n_links, paths.T), weights, capacity)
-
-
-def water_fill_columns(P: np.ndarray, weights: np.ndarray | None, capacity: np.ndarray,
-                       unit_weights: bool | None = None, *, scratch: bool = False) -> np.ndarray:
-    """:func:`water_fill` on the engine's layout: one column per flow, padding ``len(capacity)``.
-
-    Parameters
-    ----------
-    P : ndarray of int, shape (max_len, n_flows)
-        Column ``i`` holds the links of flow ``i``, padded with ``len(capacity)`` (a virtual link
-        of infinite capacity).
-    weights : ndarray of float, shape (n_flows,), or None
-        As in :func:`water_fill`; None: every weight is 1.
-    capacity
-        As in :func:`water_fill`.
-    unit_weights : bool, optional
-        Whether every weight is 1 (then link weight sums are plain counts); computed if not given.
-    scratch : bool
-        The caller hands ``capacity`` over as scratch space: its last entry is the padding link
-        (``inf``), which ``P``'s padding indexes, and the solver overwrites it instead of copying.
-
-    Notes
-    -----
-    At the engine's sizes (tens to hundreds of flows) a round costs about twenty numpy calls
-    whatever the size, so the loop avoids calls rather than arithmetic: counts instead of
-    weight sums when every weight is 1, and the columns' positions in the result ride along
-    below their links, so that one compress per round keeps both.
-    """
-    n_flows = P.shape[1]
-    if n_flows == 0:
-        return np.zeros(0)
-    if scratch:
-        rem = capacity
-        n_links = capacity.shape[0] - 1  # P's padding: the last entry
-    else:
-        n_links = capacity.shape[0]
-        rem = np.empty(n_links + 1)
-        rem[:n_links] = capacity
-        rem[n_links] = math.inf
-    size = n_links + 1
-    width = P.shape[0]
-    if weights is None:  # every weight is 1; w is never read
-        unit = True
-        w = np.empty(0)
-    else:
-        w = np.asarray(weights, dtype=float)
-        unit = bool((w == 1.0).all()) if unit_weights is None else unit_weights
-    if unit:  # the common case: counts instead of weight sums
-        wsum = np.bincount(P.ravel(), minlength=size).astype(float)
-    else:  # each flow's weight once per path position
-        wsum = np.bincount(P.ravel(), weights=np.concatenate((w,) * width), minlength=size)
-    rates = np.empty(n_flows)
-    # The columns still rising, with one more row below their links: each column's position in
-    # the result, so that one compress per round moves both.
-    PI = np.empty((width + 1, n_flows), dtype=P.dtype)
-    PI[:width] = P
-    PI[width] = np.arange(n_flows)
-    n = n_flows
-    with np.errstate(divide="ignore", invalid="ignore"):
-        while True:
-            # Links without flows give inf or nan, which no flow reads; the padding link gives inf.
-            share = rem / wsum
-            S = share[P]
-            fmin = np.minimum.reduce(S, axis=0)  # the ufunc's own reduce: no Python wrapper
-            if n == 1:  # a lone flow freezes at its tightest share: no blocking to check
-                k = 1
-            else:
-                # A link is blocked when one of its flows has a tighter link elsewhere: that
-                # flow may freeze first and release capacity, so the link's share may still
-                # rise. An unblocked link is every one of its flows' tightest, so a flow freezes
-                # now exactly when it crosses an unblocked link (the padding link, at share inf,
-                # is blocked).
-                blocked = np.bincount(P[S > fmin], minlength=size)
-                wait = np.logical_and.reduce(blocked[P], axis=0)
-                k = n - np.count_nonzero(wait)  # flows freezing now (at least one)
-            if k == n:
-                rates[PI[width]] = fmin if unit else w * fmin
-                break
-            fix = ~wait
-            F = PI.compress(fix, axis=1)
-            Pf = F[:width].ravel()
-            r = fmin.compress(fix)
-            if unit:
-                wsum -= np.bincount(Pf, minlength=size)  # counts: exact
-            else:
-                r = w.compress(fix) * r
-                w = w.compress(wait)
-            rates[F[width]] = r
-            # Each frozen flow's rate once per path position, summed per link by position, then
-            # column.
-            rem -= np.bincount(Pf, weights=np.concatenate((r,) * width), minlength=size)
-            PI = PI.compress(wait, axis=1)
-            P = PI[:width]
-            n -= k
-            if not unit:
-                # Weight sums of the flows still rising, summed afresh: subtracting the frozen
-                # flows' weights would swamp a weight of 1e-9 beside one of 1 in round-off.
-                wsum = np.bincount(P.ravel(), weights=np.concatenate((w,) * width),
-                                   minlength=size)
-    # Round-off can leave a full link a hair below zero; no rate is negative.
-    return np.maximum(rates, 0.0, out=rates)
-
-
-def water_fill_lists(paths: Sequence[Sequence[int]], weights: Sequence[float],
-                     capacity: Mapping[int, float],
-                     unit_weights: bool | None = None) -> list[float]:
-    """:func:`water_fill_columns` in plain Python, for small problems (the engine's small path).
-
-    Below a few dozen flows numpy's per-call overhead, not arithmetic, sets the cost of a
-    vectorised round; this version uses dicts and lists instead. It freezes the same links in the
-    same rounds and sums in the same order as the array core (per link: by path position, then by
-    flow), so both return bit-for-bit the same rates.
-
-    Parameters
-    ----------
-    paths : sequence of sequences of int
-        Links of each flow (at least one, none twice).
-    weights : sequence of float
-        Positive weight of each flow.
-    capacity : mapping int -> float
-        Capacity (or residual capacity) of at least every link a path names, non-negative.
-    unit_weights : bool, optional
-        Whether every weight is 1; computed if not given.
-
-    Returns
-    -------
-    list of float
-        The rates, in the unit of ``capacity``.
-    """
-    n = len(paths)
-    if n == 0:
-        return []
-    unit = all(w == 1.0 for w in weights) if unit_weights is None else unit_weights
-    if n == 1:  # one round: the flow's tightest link
-        path = paths[0]
-        if unit:
-            r = min([capacity[lk] for lk in path])
-        else:
-            w = weights[0]
-            r = w * min([capacity[lk] / w for lk in path])
-        return [r if r > 0.0 else 0.0]
-    rem: dict[int, float] = {}
-    # Per live link (one crossed by a flow not yet frozen): the weight sum of those flows. A
-    # link leaves when its last flow freezes.
-    wsum: dict[int, float] = {}
-    if unit:  # counts are exact whatever the order
-        for path in paths:
-            for lk in path:
-                if lk in wsum:
-                    wsum[lk] += 1.0
-                else:
-                    wsum[lk] = 1.0
-                    rem[lk] = capacity[lk]
-    else:
-        _add_by_position(paths, weights, wsum)
-        rem = {lk: capacity[lk] for lk in wsum}
-    rates = [0.0] * n
-    active: Sequence[int] = range(n)
-    inf = math.inf
-    while True:
-        share = {lk: rem[lk] / s for lk, s in wsum.items()}
-        get = share.__getitem__
-        apaths = [paths[i] for i in active]
-        fmins = [min(map(get, p)) for p in apaths]
-        # A link saturates now when none of its flows has a tighter link elsewhere (such a flow
-        # may freeze first and release capacity, so the link's share may still rise): when the
-        # lowest tightest share among its flows is its own share. A flow freezes when it crosses
-        # such a link. (The array core's "blocked" links are exactly the others.)
-        low = dict.fromkeys(share, inf)
-        for p, f in zip(apaths, fmins, strict=True):
-            for lk in p:
-                if f < low[lk]:
-                    low[lk] = f
-        sat = {lk for lk, x in share.items() if low[lk] >= x}
-        clear = sat.isdisjoint
-        fixed: list[int] = []
-        fixed_rate: list[float] = []
-        waiting: list[int] = []
-        for i, p, f in zip(active, apaths, fmins, strict=True):
-            if clear(p):
-                waiting.append(i)
-            else:
-                fixed.append(i)
-                fixed_rate.append(f if unit else weights[i] * f)
-        for i, r in zip(fixed, fixed_rate, strict=True):
-            rates[i] = r
-        if not waiting:
-            break
-        # Per-link sums of the frozen flows, by path position then flow, as bincount adds them.
-        dec: dict[int, float] = {}
-        _add_by_position([paths[i] for i in fixed], fixed_rate, dec)
-        for lk, d in dec.items():
-            rem[lk] -= d
-        if unit:
-            for i in fixed:  # counts: exact in any order
-                for lk in paths[i]:
-                    c = wsum[lk] - 1.0
-                    if c:
-                        wsum[lk] = c
-                    else:
-                        del wsum[lk]
-        else:
-            # The weight sums of the flows still rising, afresh (the array core's order):
-            # subtracting frozen weights would swamp tiny weights beside large ones.
-            wsum = {}
-            _add_by_position([paths[i] for i in waiting], [weights[i] for i in waiting], wsum)
-        active = waiting
-    # Round-off can leave a full link a hair below zero; no rate is negative.
-    return [r if r > 0.0 else 0.0 for r in rates]
-
-
-def _add_by_position(paths: Sequence[Sequence[int]], values: Sequence[float],
-                     sums: dict[int, float]) -> None:
-    """Add each path's value to each of its links in ``sums``, by path position then path: the
-    order in which ``bincount`` adds them in the array core, so both give the same floats."""
-    get = sums.get
-    for column in zip_longest(*paths):  # path position by path position, None past a path's end
-        for lk, v in zip(column, values, strict=True):
-            if lk is not None:
-                s = get(lk)
-                sums[lk] = 0.0 + v if s is None else s + v
+    # The kernel's layout: one column per flow, padded with a virtual link of infinite capacity.
+    rem = np.empty(n_links + 1)
+    rem[:n_links] = capacity
+    rem[n_links] = math.inf
+    w = np.asarray(weights, dtype=float)
+    columns = np.ascontiguousarray(np.where(paths.T < 0, n_links, paths.T), dtype=np.int64)
+    return water_fill_kernel(columns, w, bool((w == 1.0).all()), rem)
 
 
 def max_min_rates(

@@ -57,18 +57,12 @@ carries no flow of the closure keeps its rate. The closure's solve is checked af
 the new rates fill, shared with a flow outside, grows the closure), so the rates stay exact;
 they may differ from a solve of every flow above the level cut by round-off only.
 
-Three ways to run a re-solve, chosen by the number of running flows, all doing the same
-arithmetic in the same order (so the choice never changes a result, bit for bit):
-
-- up to ``_SMALL_FLOWS``: all in plain Python (:func:`flowsim.maxmin.water_fill_lists`);
-- up to ``_LIST_FLOWS``: which flows to re-solve, the residual capacities and the filling on
-  numpy arrays, but the per-flow state in Python lists and the update of the few changed rates
-  a Python loop (:meth:`Network._apply_rates`);
-- above: all on numpy arrays, the update vectorised.
-
-Each switch is where the cheaper side changes, measured on the reference workloads
-(docs/benchmarks.md): numpy costs a few microseconds per call whatever the size, Python per
-element.
+Which flows a re-solve touches is chosen in Python (the level cut, the closure); the filling
+itself is one compiled kernel (:func:`flowsim.kernels.fill_columns`: the residual capacities,
+progressive filling, the closure's check), whatever the number of flows. Per-flow state (bytes
+left, bytes sent, t0) lives in Python lists up to ``_LIST_FLOWS`` running flows and in numpy
+arrays above, where the update after a solve is vectorised (same arithmetic either way, so the
+choice never changes a result, bit for bit).
 
 Precision
 ---------
@@ -87,7 +81,6 @@ import numpy as np
 import simpy
 
 from flowsim.errors import FlowError
-from flowsim.maxmin import water_fill_columns, water_fill_lists
 from flowsim.records import FlowRecord, FlowState
 from flowsim.topology import Topology
 
@@ -107,11 +100,6 @@ _SAT_RTOL = 1e-9
 # set above the cut, but finding it in Python costs more than the smaller solve saves (the
 # numpy fill's cost is set by its rounds, not its size): +30-40% run time.
 _CLOSURE_FLOWS = 48
-# Up to this many running flows a re-solve runs in plain Python (lists and dicts), above it
-# numpy chooses the flows and fills: below it numpy's per-call overhead costs more than the
-# loops it saves. All paths give bit-for-bit the same rates, so the choice never changes a
-# result. Chosen by measurement on the reference workloads (docs/benchmarks.md).
-_SMALL_FLOWS = 24
 # Up to this many running flows the per-flow state (bytes left, bytes sent, t0) lives in Python
 # lists and the update after a numpy solve is a Python loop (few rates change per re-solve);
 # above it the state lives in numpy arrays and the update is vectorised. Same arithmetic either
@@ -293,8 +281,13 @@ class Network:
         self._mon_cap: list[np.ndarray] = []
         self._last_load: np.ndarray = np.zeros(n)
         self._last_cap = self._cap.copy()
-        self._small_flows = _SMALL_FLOWS
         self._list_flows = _LIST_FLOWS
+        from flowsim import kernels  # numba loads with the first network, not with flowsim
+
+        kernels.warm_up()
+        self._fill_kernel = kernels.fill_columns
+        self._local_of = np.zeros(0, dtype=np.int64)  # the fill kernel's scratch
+        self._solved = np.zeros(0, dtype=bool)
         self._closure_flows = _CLOSURE_FLOWS
         self.resolves = 0
         """Number of rate re-solves so far (a cost counter for benchmarks)."""
@@ -853,27 +846,15 @@ class Network:
         while comp is not None:
             members, seen = comp
             solve = sorted(members)
-            if len(solve) <= self._small_flows:
-                paths, residual, rates = self._fill_lists(solve, members)
-                extra = self._filled_lists(paths, residual, rates, members, seen, thr)
-            else:
-                solve_a = np.array(solve, dtype=np.intp)
-                outside = self._alive.copy()
-                outside[solve_a] = False
-                rates, extra = self._fill_arrays(solve_a, outside.nonzero()[0], members, seen,
-                                                 thr)
+            rates, extra = self._fill_arrays(np.array(solve, dtype=np.intp), members, seen, thr)
             if not extra:
                 return solve, rates
             comp = self._grow(members, seen, extra, thr, self._closure_limit(running))
         # Every flow at or above the cut (the level argument alone).
-        if running <= self._small_flows:
-            lv = self._lv
-            solve = [s for s in sorted(self._slot_of.values()) if not lv[s] < thr]
-            return solve, self._fill_lists(solve, set(solve))[2]
         level = self._level
         # Free slots have level NaN, which is neither below nor at/above the threshold.
         solve_a = (level >= thr).nonzero()[0]
-        return solve_a, self._fill_arrays(solve_a, (level < thr).nonzero()[0], None, None, thr)[0]
+        return solve_a, self._fill_arrays(solve_a, None, None, thr)[0]
 
     def _recount_loads(self) -> None:
         """Every link's load from the current rates (on entering the closure regime)."""
@@ -929,82 +910,32 @@ class Network:
                         queue.append(lk)
         return comp, seen
 
-    def _fill_lists(self, solve: list[int], inside: set[int]
-                    ) -> tuple[list[tuple[int, ...]], dict[int, float], list[float]]:
-        """Rates of the flows ``solve`` in plain Python, the others (not in ``inside``) kept.
-
-        Same arithmetic as :meth:`_fill_arrays`: per link, the kept flows' rates summed by path
-        position then slot (``bincount``'s order), subtracted from the capacity once.
-        """
-        meta, rt, cap, members = self._meta, self._rt, self._cap_list, self._members
-        paths = [meta[s].links for s in solve]  # type: ignore[union-attr]
-        residual: dict[int, float] = {}
-        for path in paths:
-            for lk in path:
-                if lk in residual:
-                    continue
-                ms = members[lk]
-                if ms <= inside:  # every flow on it is re-solved
-                    residual[lk] = cap[lk]
-                    continue
-                others = [o for o in ms if o not in inside]
-                if others:
-                    if len(others) > 1:
-                        others.sort(key=lambda o: (meta[o].links.index(lk), o))  # type: ignore
-                    used = 0.0
-                    for o in others:
-                        used += rt[o]
-                    residual[lk] = cap[lk] - used
-                else:
-                    residual[lk] = cap[lk]
-        wt = self._wt
-        rates = water_fill_lists(paths, [wt[s] for s in solve], residual,
-                                 unit_weights=self._n_weighted == 0)
-        return paths, residual, rates
-
-    def _filled_lists(self, paths: list[tuple[int, ...]], residual: dict[int, float],
-                      rates: list[float], comp: set[int], seen: set[int], thr: float
-                      ) -> list[int]:
-        """Links outside the closure that the new rates fill and that carry flows outside it."""
-        on: dict[int, float] = {}
-        for path, r in zip(paths, rates, strict=True):
-            for lk in path:
-                on[lk] = on.get(lk, 0.0) + r
-        return self._outside_filled(
-            [lk for lk, u in on.items()
-             if lk not in seen and u >= residual[lk] - _SAT_RTOL * self._cap_list[lk]],
-            comp, thr)
-
     def _outside_filled(self, links: list[int], comp: set[int], thr: float) -> list[int]:
         lv, members = self._lv, self._members
         return [lk for lk in links
                 if any(o not in comp and not lv[o] < thr for o in members[lk])]
 
-    def _fill_arrays(self, solve: np.ndarray, kept: np.ndarray, comp: set[int] | None,
+    def _fill_arrays(self, solve: np.ndarray, comp: set[int] | None,
                      seen: set[int] | None, thr: float) -> tuple[np.ndarray, list[int]]:
-        """Rates of the flows ``solve`` on numpy arrays, the flows ``kept`` at their rates.
+        """Rates of the flows ``solve``, every other running flow at its rate (compiled:
+        :func:`flowsim.kernels.fill_columns`).
 
-        With a closure (``comp``, ``seen``), also the links :meth:`_filled_lists` finds.
+        With a closure (``comp``, ``seen``), also the links outside it that the new rates fill
+        and that carry flows outside it: those flows are part of the change after all.
         """
-        # With the padding link (inf - used = inf) included: the solver sees it as one more
-        # link of infinite capacity, which is what padding means.
-        residual = self._cap_ext - self._link_load(kept)
-        check = residual.copy() if comp is not None else None
-        weights = self._weight[solve] if self._n_weighted else None
-        cols = self._paths.take(solve, axis=1)
-        rates = water_fill_columns(cols, weights, residual, scratch=True)
-        if comp is None or check is None or seen is None:
+        weight = self._weight
+        unit = self._n_weighted == 0 or bool((weight[solve] == 1.0).all())
+        size = self._cap_ext.shape[0]
+        if self._local_of.shape[0] != size:
+            self._local_of = np.full(size, -1, dtype=np.int64)
+        if self._solved.shape[0] != self._alive.shape[0]:
+            self._solved = np.zeros(self._alive.shape[0], dtype=bool)
+        rates, full = self._fill_kernel(self._paths, solve, self._alive, self._rate, weight, unit,
+                                   self._cap_ext, comp is not None, _SAT_RTOL, self._n_links,
+                                   self._local_of, self._solved)
+        if comp is None or seen is None or not full.size:
             return rates, []
-        width, k = self._width, solve.size
-        tiled = np.empty(width * k)
-        tiled.reshape(width, k)[:] = rates
-        flat = cols.ravel()
-        size = self._n_links + 1
-        on = np.bincount(flat, weights=tiled, minlength=size)
-        touched = np.bincount(flat, minlength=size) > 0
-        n = self._n_links
-        full = (on[:n] >= check[:n] - _SAT_RTOL * self._cap) & touched[:n]
-        links = [lk for lk in full.nonzero()[0].tolist() if lk not in seen]
+        links = [lk for lk in full.tolist() if lk not in seen]
         return rates, self._outside_filled(links, comp, thr) if links else []
 
     def _apply_rates(self, now: float, solve: list[int], rates: list[float]) -> None:

@@ -4,11 +4,12 @@ import math
 
 import numpy as np
 import pytest
+from fill_reference import reference_fill
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flowsim.errors import FlowError, UnknownLinkError
-from flowsim.maxmin import max_min_rates, water_fill, water_fill_lists
+from flowsim.maxmin import max_min_rates, water_fill
 
 
 def test_max_min_two_flows_share_one_bottleneck():
@@ -185,49 +186,51 @@ def test_max_min_matches_sequential_filling(instance):
         assert got[f] == pytest.approx(expected[f], rel=1e-9, abs=1e-12)
 
 
+def _columns(paths, n_links):
+    width = max(len(q) for q in paths)
+    cols = np.full((width, len(paths)), n_links, dtype=np.int64)
+    for i, q in enumerate(paths):
+        cols[: len(q), i] = q
+    return cols
+
+
 @settings(max_examples=100, deadline=None)
 @given(instances())
-def test_water_fill_lists_agrees_with_the_array_core(instance):
-    # The engine solves few flows with the plain-Python solver and many with the numpy one; they
-    # freeze the same links in the same rounds and sum in the same order, so they agree exactly
-    # (the stated bound, 1e-12 relative, is the contract; bit-equality is what they achieve).
+def test_water_fill_agrees_bit_for_bit_with_the_plain_reference(instance):
+    # The compiled kernel and the vectorised reference in the tests freeze the same links in the
+    # same rounds and sum in the same order, so they agree exactly (the contract is 1e-12
+    # relative; bit-equality is what they achieve), weighted or not.
     routes, caps, weights = instance
     paths = [list(dict.fromkeys(links)) for links in routes.values()]
-    w = [weights[f] for f in routes]
-    width = max(len(p) for p in paths)
-    arr = np.full((len(paths), width), -1, dtype=np.int64)
-    for i, p in enumerate(paths):
-        arr[i, : len(p)] = p
-    cap = np.array([caps[lk] for lk in range(len(caps))])
-    expected = water_fill(arr, np.array(w), cap).tolist()
-    for unit in (False, True):
-        ww = [1.0] * len(w) if unit else w
-        if unit:
-            expected = water_fill(arr, np.ones(len(w)), cap).tolist()
-        got = water_fill_lists(paths, ww, caps)
-        assert got == pytest.approx(expected, rel=1e-12, abs=1e-15)
-        assert got == expected
+    w = np.array([weights[f] for f in routes])
+    n = len(caps)
+    arr = _columns(paths, -1).T.copy()
+    cap = np.array([caps[lk] for lk in range(n)])
+    for ww in (w, np.ones(len(w))):
+        got = water_fill(arr, ww, cap)
+        expected = reference_fill(_columns(paths, n), ww, cap.copy())
+        assert got.tolist() == pytest.approx(expected.tolist(), rel=1e-12, abs=1e-15)
+        assert got.tolist() == expected.tolist()
 
 
-def test_water_fill_lists_empty_and_worked_example():
-    assert water_fill_lists([], [], {}) == []
+def test_water_fill_worked_example():
     # The module's worked example: link a (0) of 10, link b (1) of 4; f1 on both, f2 on a, f3
     # on b. With unit weights (2, 8, 2); with w_f1 = 3, (3, 7, 1).
-    caps = {0: 10.0, 1: 4.0}
-    assert water_fill_lists([[0, 1], [0], [1]], [1.0, 1.0, 1.0], caps) == [2.0, 8.0, 2.0]
-    assert water_fill_lists([[0, 1], [0], [1]], [3.0, 1.0, 1.0], caps) == [3.0, 7.0, 1.0]
+    paths = np.array([[0, 1], [0, -1], [1, -1]])
+    cap = np.array([10.0, 4.0])
+    assert water_fill(paths, np.ones(3), cap).tolist() == [2.0, 8.0, 2.0]
+    assert water_fill(paths, np.array([3.0, 1.0, 1.0]), cap).tolist() == [3.0, 7.0, 1.0]
 
 
-def test_water_fill_lists_one_flow():
-    # One flow takes its tightest link (the solver's one-round shortcut), whatever its weight;
-    # a residual a hair below zero (round-off in the engine) gives rate 0, never a negative one.
-    caps = {0: 10.0, 1: 4.0, 2: -1e-18}
-    assert water_fill_lists([[0, 1]], [1.0], caps) == [4.0]
-    assert water_fill_lists([[1, 0]], [3.0], caps) == [4.0]
-    assert water_fill_lists([[0, 2]], [0.5], caps) == [0.0]
-    for w in (1e-9, 0.4, 7.0, 1e9):  # bit for bit as the array core: w * (c / w)
-        expected = water_fill(np.array([[0, 1]]), np.array([w]), np.array([10.0, 4.0]))
-        assert water_fill_lists([[0, 1]], [w], caps) == expected.tolist()
+def test_water_fill_one_flow():
+    # One flow takes its tightest link (the one-round shortcut), whatever its weight; a
+    # residual a hair below zero (round-off in the engine) gives rate 0, never a negative one.
+    cap = np.array([10.0, 4.0, -1e-18])
+    assert water_fill(np.array([[0, 1]]), np.ones(1), cap).tolist() == [4.0]
+    assert water_fill(np.array([[1, 0]]), np.array([3.0]), cap).tolist() == [4.0]
+    assert water_fill(np.array([[0, 2]]), np.array([0.5]), cap).tolist() == [0.0]
+    for w in (1e-9, 0.4, 7.0, 1e9):  # w * (c / w), bit for bit
+        assert water_fill(np.array([[0, 1]]), np.array([w]), cap).tolist() == [w * (4.0 / w)]
 
 
 def test_max_min_docstring_examples_run():
@@ -302,7 +305,8 @@ def test_weighted_max_min_exact_when_weights_differ_by_many_orders():
         "water_fill": lambda p, w, c: water_fill(
             np.array([q + [-1] * (4 - len(q)) for q in p]), np.array(w),
             np.array([c[k] for k in range(len(c))])).tolist(),
-        "water_fill_lists": water_fill_lists,
+        "reference": lambda p, w, c: reference_fill(
+            _columns(p, len(c)), np.array(w), np.array([c[k] for k in range(len(c))])).tolist(),
     }
     for name, solve in solvers.items():
         got = solve(paths, weights, caps)

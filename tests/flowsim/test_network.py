@@ -1,6 +1,7 @@
 """Tests of the SimPy engine: hand-computed timelines, failures, batching, determinism."""
 
 import math
+import os
 import random
 import subprocess
 import sys
@@ -301,23 +302,21 @@ def _workload():
     return namespace["workload"]()
 
 
-def test_network_small_and_array_paths_give_identical_records(monkeypatch):
-    # The plain-Python re-solve (few flows), the numpy solve with the state in lists (tens to
-    # hundreds of flows) and the all-numpy one (more) do the same arithmetic in the same order,
-    # so which one runs never changes a result: records are equal bit for bit.
+def test_network_list_and_array_state_give_identical_records(monkeypatch):
+    # The per-flow state in Python lists (up to hundreds of flows) and in numpy arrays (more)
+    # is updated with the same arithmetic in the same order, so which one holds it never
+    # changes a result: records are equal bit for bit.
     import flowsim.network
 
-    def run(small: int, lists: int) -> list[str]:
-        monkeypatch.setattr(flowsim.network, "_SMALL_FLOWS", small)
+    def run(lists: int) -> list[str]:
         monkeypatch.setattr(flowsim.network, "_LIST_FLOWS", lists)
         return [repr(r) for r in _workload()]
 
     default = [repr(r) for r in _workload()]
-    python_only = run(10**9, 10**9)
-    numpy_solve_list_state = run(0, 10**9)
-    numpy_only = run(0, 0)
-    switching = run(3, 6)  # crosses both thresholds during the run
-    assert default == python_only == numpy_solve_list_state == numpy_only == switching
+    list_state = run(10**9)
+    array_state = run(0)
+    switching = run(6)  # crosses the threshold during the run
+    assert default == list_state == array_state == switching
 
 
 def test_network_is_deterministic_within_a_process():
@@ -335,6 +334,16 @@ def test_network_is_deterministic_across_processes():
         for seed in (1, 2)
     ]
     assert runs[0] == runs[1] == "\n".join(repr(r) for r in _workload()) + "\n"
+
+
+def test_network_runs_uncompiled_with_the_same_records():
+    # NUMBA_DISABLE_JIT=1 runs the kernels as the plain Python they are written in (to debug
+    # or profile them): the same arithmetic in the same order, so the same records, bit for bit.
+    code = _WORKLOAD + "\nprint('\\n'.join(repr(r) for r in workload()))\n"
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env=env, timeout=300)
+    assert done.stdout == "\n".join(repr(r) for r in _workload()) + "\n"
 
 
 def test_network_records_are_in_completion_order():
