@@ -18,6 +18,7 @@ import math
 import os
 import sys
 import time
+from typing import TextIO
 
 import numpy as np
 from numba import njit
@@ -211,7 +212,7 @@ def fill_columns(paths: np.ndarray, solve: np.ndarray, alive: np.ndarray, rate: 
 _WARM = False
 
 
-def warm_up(stream: object = None) -> None:
+def warm_up(stream: TextIO | None = None) -> None:
     """Load (or, on a fresh install, compile) the kernels now, once per process; say so when
     compiling takes long enough to notice."""
     global _WARM
@@ -228,4 +229,4 @@ def warm_up(stream: object = None) -> None:
     if took > 1.0 and os.environ.get("NUMBA_DISABLE_JIT") != "1":
         out = stream if stream is not None else sys.stderr
         print(f"flowsim: compiled the simulator core in {took:.1f} s (first run only; cached "
-              "for later runs)", file=out)  # type: ignore[call-overload]
+              "for later runs)", file=out)
