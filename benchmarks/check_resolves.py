@@ -4,7 +4,7 @@ The engine re-solves only the flows a change can reach (``flowsim.network``: the
 with few flows, the closure over saturated links), so its rates after a re-solve could in
 principle differ from the max-min fair rates of all running flows. This script runs a scenario
 on the simulator and, after every ``--every``-th re-solve, computes the max-min rates of every
-running flow afresh (:func:`flowsim.maxmin.water_fill_lists` over all flows and the full link
+running flow afresh (:func:`flowsim.maxmin.water_fill` over all flows and the full link
 capacities, which shares no state with the engine's re-solve) and compares them with the rates
 the engine holds. Max-min fair rates are unique, so the two may differ by round-off only.
 
@@ -25,8 +25,10 @@ import argparse
 import sys
 from typing import Any
 
+import numpy as np
+
 import flowsim.network as engine
-from flowsim.maxmin import water_fill_lists
+from flowsim.maxmin import water_fill
 from react.run.scenario import ScenarioError, load_scenario
 from react.run.scenario_runs import run_scenario
 
@@ -48,8 +50,12 @@ def install_check(every: int, rtol: float) -> dict[str, Any]:
         slots = sorted(net._slot_of.values())
         held = net._rt if net._lists_mode else net._rate.tolist()
         metas = [net._meta[s] for s in slots]
-        fresh = water_fill_lists([m.links for m in metas], [m.weight for m in metas],
-                                 dict(enumerate(net._cap_list)))
+        width = max(len(m.links) for m in metas)
+        paths = np.full((len(metas), width), -1, dtype=np.int64)
+        for i, m in enumerate(metas):
+            paths[i, : len(m.links)] = m.links
+        fresh = water_fill(paths, np.array([m.weight for m in metas]),
+                           np.array(net._cap_list)).tolist()
         stats["checked"] += 1
         stats["rates"] += len(slots)
         for slot, want in zip(slots, fresh, strict=True):

@@ -213,15 +213,15 @@ _WARM = False
 
 
 def warm_up(stream: TextIO | None = None) -> None:
-    """Load (or, on a fresh install, compile) the kernels now, once per process; say so when
-    compiling takes long enough to notice."""
+    """Load (or, on a fresh install, compile) the engine's kernel now, once per process; say so
+    when compiling takes long enough to notice. (:func:`water_fill_kernel` alone, for
+    :func:`flowsim.maxmin.water_fill`, loads on its first call.)"""
     global _WARM
     if _WARM:
         return
     _WARM = True
     start = time.perf_counter()
     P = np.zeros((1, 1), dtype=np.intp)
-    water_fill_kernel(P, np.ones(1), True, np.array([1.0, math.inf]))
     fill_columns(P, np.zeros(1, dtype=np.intp), np.ones(1, dtype=np.bool_), np.zeros(1),
                  np.ones(1), True, np.array([1.0, math.inf]), True, 1e-9, 1,
                  np.full(2, -1, dtype=np.int64), np.zeros(1, dtype=np.bool_))

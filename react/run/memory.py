@@ -62,8 +62,10 @@ DECISION_BYTES_CAP = 512 * 2**20
 (~100 MiB), one search level's candidates and their pricing (a 240-rank ring's first decision:
 +485 MiB at its peak with the pricing of before the eleventh look, +208 MiB at 128 ranks now)."""
 
-BASE_BYTES = 150 * 2**20
-"""The interpreter, numpy, the topology and the engine: held whatever the scenario."""
+BASE_BYTES = 280 * 2**20
+"""The interpreter, numpy, the topology and the engine, held whatever the scenario; of it
+about 128 MiB are numba and LLVM with the compiled simulator core (a process that imports the
+driver holds 39 MiB, 167 MiB once the kernels are loaded)."""
 
 WARN_FRACTION = 0.5
 """Warn when the estimate exceeds this share of the memory available now."""
