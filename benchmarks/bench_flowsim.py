@@ -10,8 +10,7 @@ same process, is the figure to quote.
 
 Then the per-event cost at small concurrency (the REACT closed loops' regime): ``n`` flows at
 once on a 32-host leaf-spine, each replaced by a new random one when it ends, reported as
-microseconds per re-solve, with the per-flow state in Python lists (the default at this size)
-and in numpy arrays (the filling is the same compiled kernel either way).
+microseconds per re-solve, with the engine's plain-Python small path and with the compiled fill.
 
 Then a memory check: a k=16 fat-tree (1,024 hosts) with 2,000 concurrent flows between random
 hosts, reporting time and peak traced memory.
@@ -246,19 +245,19 @@ def fat_tree_memory(n_flows: int = 2000, k: int = 16, seed: int = 1) -> dict:
             "maxrss_mib": rss, "resolves": net.resolves}
 
 
-def closed_loop(n_concurrent: int, total: int, lists: bool = True, seed: int = 5) -> dict:
+def closed_loop(n_concurrent: int, total: int, small: bool = True, seed: int = 5) -> dict:
     """``n_concurrent`` flows at a time on ``leaf_spine(4, 2, 8)`` until ``total`` have run.
 
     Each finished flow is replaced at once by a new one between random hosts (random size
     0.1-10 MB, random port), so every event is a departure plus an arrival, as in a REACT closed
-    loop. ``lists=False`` keeps the per-flow state in arrays whatever the number of flows.
+    loop. ``small=False`` forces the compiled fill whatever the number of flows.
     """
     from flowsim.topologies import leaf_spine
 
     topo = leaf_spine(leaves=4, spines=2, hosts_per_leaf=8)
     net = Network(topo)
-    if not lists:
-        net._list_flows = 0
+    if not small:
+        net._small_flows = 0
     hosts = topo.hosts
     rng = random.Random(seed)
     started = 0
@@ -318,10 +317,10 @@ def main(argv: list[str] | None = None) -> int:
         total = min(args.quick or 3000, 3000)
         for n in (8, 16, 32):
             fast = closed_loop(n, total)
-            arrays = closed_loop(n, total, lists=False)
+            arrays = closed_loop(n, total, small=False)
             same = "identical" if fast["ends"] == arrays["ends"] else "DIFFERENT"
             print(f"closed loop, {n:>2} concurrent flows, {fast['flows']} flows: "
-                  f"{fast['us_per_resolve']:.0f} us per re-solve (array state: "
+                  f"{fast['us_per_resolve']:.0f} us per re-solve (compiled fill: "
                   f"{arrays['us_per_resolve']:.0f} us, "
                   f"{arrays['us_per_resolve'] / fast['us_per_resolve']:.2f}x); "
                   f"completion times {same}", flush=True)

@@ -50,13 +50,19 @@ def water_fill_kernel(P: np.ndarray, w: np.ndarray, unit: bool, rem: np.ndarray)
     wait = np.empty(n, dtype=np.bool_)
     blocked = np.zeros(size, dtype=np.int64)
     dec = np.zeros(size)
+    share = np.empty(size)
     while True:
+        # Each live link's fair share, once per round (links of no rising flow are never read).
         for i in range(n_act):
             c = act[i]
-            low = rem[P[0, c]] / wsum[P[0, c]]
-            for pos in range(1, width):
+            for pos in range(width):
                 lk = P[pos, c]
-                s = rem[lk] / wsum[lk]
+                share[lk] = rem[lk] / wsum[lk]
+        for i in range(n_act):
+            c = act[i]
+            low = share[P[0, c]]
+            for pos in range(1, width):
+                s = share[P[pos, c]]
                 if s < low:
                     low = s
             fmin[i] = low
@@ -71,7 +77,7 @@ def water_fill_kernel(P: np.ndarray, w: np.ndarray, unit: bool, rem: np.ndarray)
                 c = act[i]
                 for pos in range(width):
                     lk = P[pos, c]
-                    if rem[lk] / wsum[lk] > fmin[i]:
+                    if share[lk] > fmin[i]:
                         blocked[lk] += 1
             k = 0
             for i in range(n_act):

@@ -2,8 +2,9 @@
 
 A pure solver: no time, no SimPy. The filling itself is one compiled kernel
 (:func:`flowsim.kernels.water_fill_kernel`), which the engine (:mod:`flowsim.network`) calls
-through :func:`flowsim.kernels.fill_columns`; :func:`water_fill` is its array front, and people
-and tests call the front door :func:`max_min_rates`.
+through :func:`flowsim.kernels.fill_columns` for many flows; :func:`water_fill` is its array
+front; :func:`water_fill_lists` is the same algorithm on lists, the engine's path for a few
+flows (same rates, bit for bit); people and tests call the front door :func:`max_min_rates`.
 
 The problem
 -----------
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
+from itertools import zip_longest
 from typing import TypeVar
 
 import numpy as np
@@ -59,7 +61,7 @@ from flowsim.errors import FlowError, UnknownLinkError
 K = TypeVar("K", bound=Hashable)
 L = TypeVar("L", bound=Hashable)
 
-__all__ = ["max_min_rates", "water_fill"]
+__all__ = ["max_min_rates", "water_fill", "water_fill_lists"]
 
 
 def water_fill(paths: np.ndarray, weights: np.ndarray, capacity: np.ndarray) -> np.ndarray:
@@ -96,6 +98,126 @@ def water_fill(paths: np.ndarray, weights: np.ndarray, capacity: np.ndarray) -> 
     w = np.asarray(weights, dtype=float)
     columns = np.ascontiguousarray(np.where(paths.T < 0, n_links, paths.T), dtype=np.int64)
     return water_fill_kernel(columns, w, bool((w == 1.0).all()), rem)
+
+
+def water_fill_lists(paths: Sequence[Sequence[int]], weights: Sequence[float],
+                     capacity: Mapping[int, float],
+                     unit_weights: bool | None = None) -> list[float]:
+    """The compiled filling in plain Python, for small problems (the engine's small path).
+
+    Below a few dozen flows numpy's per-call overhead, not arithmetic, sets the cost of a
+    vectorised round; this version uses dicts and lists instead. It freezes the same links in the
+    same rounds and sums in the same order as the array core (per link: by path position, then by
+    flow), so both return bit-for-bit the same rates.
+
+    Parameters
+    ----------
+    paths : sequence of sequences of int
+        Links of each flow (at least one, none twice).
+    weights : sequence of float
+        Positive weight of each flow.
+    capacity : mapping int -> float
+        Capacity (or residual capacity) of at least every link a path names, non-negative.
+    unit_weights : bool, optional
+        Whether every weight is 1; computed if not given.
+
+    Returns
+    -------
+    list of float
+        The rates, in the unit of ``capacity``.
+    """
+    n = len(paths)
+    if n == 0:
+        return []
+    unit = all(w == 1.0 for w in weights) if unit_weights is None else unit_weights
+    if n == 1:  # one round: the flow's tightest link
+        path = paths[0]
+        if unit:
+            r = min([capacity[lk] for lk in path])
+        else:
+            w = weights[0]
+            r = w * min([capacity[lk] / w for lk in path])
+        return [r if r > 0.0 else 0.0]
+    rem: dict[int, float] = {}
+    # Per live link (one crossed by a flow not yet frozen): the weight sum of those flows. A
+    # link leaves when its last flow freezes.
+    wsum: dict[int, float] = {}
+    if unit:  # counts are exact whatever the order
+        for path in paths:
+            for lk in path:
+                if lk in wsum:
+                    wsum[lk] += 1.0
+                else:
+                    wsum[lk] = 1.0
+                    rem[lk] = capacity[lk]
+    else:
+        _add_by_position(paths, weights, wsum)
+        rem = {lk: capacity[lk] for lk in wsum}
+    rates = [0.0] * n
+    active: Sequence[int] = range(n)
+    inf = math.inf
+    while True:
+        share = {lk: rem[lk] / s for lk, s in wsum.items()}
+        get = share.__getitem__
+        apaths = [paths[i] for i in active]
+        fmins = [min(map(get, p)) for p in apaths]
+        # A link saturates now when none of its flows has a tighter link elsewhere (such a flow
+        # may freeze first and release capacity, so the link's share may still rise): when the
+        # lowest tightest share among its flows is its own share. A flow freezes when it crosses
+        # such a link. (The array core's "blocked" links are exactly the others.)
+        low = dict.fromkeys(share, inf)
+        for p, f in zip(apaths, fmins, strict=True):
+            for lk in p:
+                if f < low[lk]:
+                    low[lk] = f
+        sat = {lk for lk, x in share.items() if low[lk] >= x}
+        clear = sat.isdisjoint
+        fixed: list[int] = []
+        fixed_rate: list[float] = []
+        waiting: list[int] = []
+        for i, p, f in zip(active, apaths, fmins, strict=True):
+            if clear(p):
+                waiting.append(i)
+            else:
+                fixed.append(i)
+                fixed_rate.append(f if unit else weights[i] * f)
+        for i, r in zip(fixed, fixed_rate, strict=True):
+            rates[i] = r
+        if not waiting:
+            break
+        # Per-link sums of the frozen flows, by path position then flow, as bincount adds them.
+        dec: dict[int, float] = {}
+        _add_by_position([paths[i] for i in fixed], fixed_rate, dec)
+        for lk, d in dec.items():
+            rem[lk] -= d
+        if unit:
+            for i in fixed:  # counts: exact in any order
+                for lk in paths[i]:
+                    c = wsum[lk] - 1.0
+                    if c:
+                        wsum[lk] = c
+                    else:
+                        del wsum[lk]
+        else:
+            # The weight sums of the flows still rising, afresh (the array core's order):
+            # subtracting frozen weights would swamp tiny weights beside large ones.
+            wsum = {}
+            _add_by_position([paths[i] for i in waiting], [weights[i] for i in waiting], wsum)
+        active = waiting
+    # Round-off can leave a full link a hair below zero; no rate is negative.
+    return [r if r > 0.0 else 0.0 for r in rates]
+
+
+def _add_by_position(paths: Sequence[Sequence[int]], values: Sequence[float],
+                     sums: dict[int, float]) -> None:
+    """Add each path's value to each of its links in ``sums``, by path position then path: the
+    order in which ``bincount`` adds them in the array core, so both give the same floats."""
+    get = sums.get
+    for column in zip_longest(*paths):  # path position by path position, None past a path's end
+        for lk, v in zip(column, values, strict=True):
+            if lk is not None:
+                s = get(lk)
+                sums[lk] = 0.0 + v if s is None else s + v
 
 
 def max_min_rates(

@@ -57,9 +57,13 @@ carries no flow of the closure keeps its rate. The closure's solve is checked af
 the new rates fill, shared with a flow outside, grows the closure), so the rates stay exact;
 they may differ from a solve of every flow above the level cut by round-off only.
 
-Which flows a re-solve touches is chosen in Python (the level cut, the closure); the filling
-itself is one compiled kernel (:func:`flowsim.kernels.fill_columns`: the residual capacities,
-progressive filling, the closure's check), whatever the number of flows. Per-flow state (bytes
+Which flows a re-solve touches is chosen in Python (the level cut, the closure). The filling of
+up to ``_SMALL_FLOWS`` flows runs in plain Python (:func:`flowsim.maxmin.water_fill_lists`),
+where a compiled call's fixed cost (and loading numba at all: 0.4 s and 125 MiB per process)
+would outweigh the work; above, one compiled kernel (:func:`flowsim.kernels.fill_columns`: the
+residual capacities, progressive filling, the closure's check), loaded on the first such
+solve. Both do the same arithmetic in the same order, so the choice never changes a result,
+bit for bit. Per-flow state (bytes
 left, bytes sent, t0) lives in Python lists up to ``_LIST_FLOWS`` running flows and in numpy
 arrays above, where the update after a solve is vectorised (same arithmetic either way, so the
 choice never changes a result, bit for bit).
@@ -81,6 +85,7 @@ import numpy as np
 import simpy
 
 from flowsim.errors import FlowError
+from flowsim.maxmin import water_fill_lists
 from flowsim.records import FlowRecord, FlowState
 from flowsim.topology import Topology
 
@@ -100,6 +105,11 @@ _SAT_RTOL = 1e-9
 # set above the cut, but finding it in Python costs more than the smaller solve saves (the
 # numpy fill's cost is set by its rounds, not its size): +30-40% run time.
 _CLOSURE_FLOWS = 48
+# Up to this many running flows a re-solve runs in plain Python (lists and dicts), above it
+# numpy chooses the flows and fills: below it numpy's per-call overhead costs more than the
+# loops it saves. All paths give bit-for-bit the same rates, so the choice never changes a
+# result. Chosen by measurement on the reference workloads (docs/benchmarks.md).
+_SMALL_FLOWS = 24
 # Up to this many running flows the per-flow state (bytes left, bytes sent, t0) lives in Python
 # lists and the update after a numpy solve is a Python loop (few rates change per re-solve);
 # above it the state lives in numpy arrays and the update is vectorised. Same arithmetic either
@@ -282,10 +292,8 @@ class Network:
         self._last_load: np.ndarray = np.zeros(n)
         self._last_cap = self._cap.copy()
         self._list_flows = _LIST_FLOWS
-        from flowsim import kernels  # numba loads with the first network, not with flowsim
-
-        kernels.warm_up()
-        self._fill_kernel = kernels.fill_columns
+        self._small_flows = _SMALL_FLOWS
+        self._fill_kernel: Any = None  # loaded on the first solve of more than _small_flows
         self._local_of = np.zeros(0, dtype=np.int64)  # the fill kernel's scratch
         self._solved = np.zeros(0, dtype=bool)
         self._closure_flows = _CLOSURE_FLOWS
@@ -846,11 +854,20 @@ class Network:
         while comp is not None:
             members, seen = comp
             solve = sorted(members)
-            rates, extra = self._fill_arrays(np.array(solve, dtype=np.intp), members, seen, thr)
+            if len(solve) <= self._small_flows:
+                paths, residual, rates = self._fill_lists(solve, members)
+                extra = self._filled_lists(paths, residual, rates, members, seen, thr)
+            else:
+                rates, extra = self._fill_arrays(np.array(solve, dtype=np.intp), members, seen,
+                                                 thr)
             if not extra:
                 return solve, rates
             comp = self._grow(members, seen, extra, thr, self._closure_limit(running))
         # Every flow at or above the cut (the level argument alone).
+        if running <= self._small_flows:
+            lv = self._lv
+            solve = [s for s in sorted(self._slot_of.values()) if not lv[s] < thr]
+            return solve, self._fill_lists(solve, set(solve))[2]
         level = self._level
         # Free slots have level NaN, which is neither below nor at/above the threshold.
         solve_a = (level >= thr).nonzero()[0]
@@ -910,6 +927,52 @@ class Network:
                         queue.append(lk)
         return comp, seen
 
+    def _fill_lists(self, solve: list[int], inside: set[int]
+                    ) -> tuple[list[tuple[int, ...]], dict[int, float], list[float]]:
+        """Rates of the flows ``solve`` in plain Python, the others (not in ``inside``) kept.
+
+        Same arithmetic as :meth:`_fill_arrays`: per link, the kept flows' rates summed by path
+        position then slot (``bincount``'s order), subtracted from the capacity once.
+        """
+        meta, rt, cap, members = self._meta, self._rt, self._cap_list, self._members
+        paths = [meta[s].links for s in solve]  # type: ignore[union-attr]
+        residual: dict[int, float] = {}
+        for path in paths:
+            for lk in path:
+                if lk in residual:
+                    continue
+                ms = members[lk]
+                if ms <= inside:  # every flow on it is re-solved
+                    residual[lk] = cap[lk]
+                    continue
+                others = [o for o in ms if o not in inside]
+                if others:
+                    if len(others) > 1:
+                        others.sort(key=lambda o: (meta[o].links.index(lk), o))  # type: ignore
+                    used = 0.0
+                    for o in others:
+                        used += rt[o]
+                    residual[lk] = cap[lk] - used
+                else:
+                    residual[lk] = cap[lk]
+        wt = self._wt
+        rates = water_fill_lists(paths, [wt[s] for s in solve], residual,
+                                 unit_weights=self._n_weighted == 0)
+        return paths, residual, rates
+
+    def _filled_lists(self, paths: list[tuple[int, ...]], residual: dict[int, float],
+                      rates: list[float], comp: set[int], seen: set[int], thr: float
+                      ) -> list[int]:
+        """Links outside the closure that the new rates fill and that carry flows outside it."""
+        on: dict[int, float] = {}
+        for path, r in zip(paths, rates, strict=True):
+            for lk in path:
+                on[lk] = on.get(lk, 0.0) + r
+        return self._outside_filled(
+            [lk for lk, u in on.items()
+             if lk not in seen and u >= residual[lk] - _SAT_RTOL * self._cap_list[lk]],
+            comp, thr)
+
     def _outside_filled(self, links: list[int], comp: set[int], thr: float) -> list[int]:
         lv, members = self._lv, self._members
         return [lk for lk in links
@@ -923,6 +986,11 @@ class Network:
         With a closure (``comp``, ``seen``), also the links outside it that the new rates fill
         and that carry flows outside it: those flows are part of the change after all.
         """
+        if self._fill_kernel is None:
+            from flowsim import kernels  # numba loads on the first large solve only
+
+            kernels.warm_up()
+            self._fill_kernel = kernels.fill_columns
         weight = self._weight
         unit = self._n_weighted == 0 or bool((weight[solve] == 1.0).all())
         size = self._cap_ext.shape[0]

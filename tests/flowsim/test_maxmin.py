@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flowsim.errors import FlowError, UnknownLinkError
-from flowsim.maxmin import max_min_rates, water_fill
+from flowsim.maxmin import max_min_rates, water_fill, water_fill_lists
 
 
 def test_max_min_two_flows_share_one_bottleneck():
@@ -233,6 +233,51 @@ def test_water_fill_one_flow():
         assert water_fill(np.array([[0, 1]]), np.array([w]), cap).tolist() == [w * (4.0 / w)]
 
 
+@settings(max_examples=100, deadline=None)
+@given(instances())
+def test_water_fill_lists_agrees_with_the_array_core(instance):
+    # The engine solves few flows with the plain-Python solver and many with the kernel; they
+    # freeze the same links in the same rounds and sum in the same order, so they agree exactly
+    # (the stated bound, 1e-12 relative, is the contract; bit-equality is what they achieve).
+    routes, caps, weights = instance
+    paths = [list(dict.fromkeys(links)) for links in routes.values()]
+    w = [weights[f] for f in routes]
+    width = max(len(p) for p in paths)
+    arr = np.full((len(paths), width), -1, dtype=np.int64)
+    for i, p in enumerate(paths):
+        arr[i, : len(p)] = p
+    cap = np.array([caps[lk] for lk in range(len(caps))])
+    expected = water_fill(arr, np.array(w), cap).tolist()
+    for unit in (False, True):
+        ww = [1.0] * len(w) if unit else w
+        if unit:
+            expected = water_fill(arr, np.ones(len(w)), cap).tolist()
+        got = water_fill_lists(paths, ww, caps)
+        assert got == pytest.approx(expected, rel=1e-12, abs=1e-15)
+        assert got == expected
+
+
+def test_water_fill_lists_empty_and_worked_example():
+    assert water_fill_lists([], [], {}) == []
+    # The module's worked example: link a (0) of 10, link b (1) of 4; f1 on both, f2 on a, f3
+    # on b. With unit weights (2, 8, 2); with w_f1 = 3, (3, 7, 1).
+    caps = {0: 10.0, 1: 4.0}
+    assert water_fill_lists([[0, 1], [0], [1]], [1.0, 1.0, 1.0], caps) == [2.0, 8.0, 2.0]
+    assert water_fill_lists([[0, 1], [0], [1]], [3.0, 1.0, 1.0], caps) == [3.0, 7.0, 1.0]
+
+
+def test_water_fill_lists_one_flow():
+    # One flow takes its tightest link (the solver's one-round shortcut), whatever its weight;
+    # a residual a hair below zero (round-off in the engine) gives rate 0, never a negative one.
+    caps = {0: 10.0, 1: 4.0, 2: -1e-18}
+    assert water_fill_lists([[0, 1]], [1.0], caps) == [4.0]
+    assert water_fill_lists([[1, 0]], [3.0], caps) == [4.0]
+    assert water_fill_lists([[0, 2]], [0.5], caps) == [0.0]
+    for w in (1e-9, 0.4, 7.0, 1e9):  # bit for bit as the array core: w * (c / w)
+        expected = water_fill(np.array([[0, 1]]), np.array([w]), np.array([10.0, 4.0]))
+        assert water_fill_lists([[0, 1]], [w], caps) == expected.tolist()
+
+
 def test_max_min_docstring_examples_run():
     import doctest
 
@@ -305,6 +350,7 @@ def test_weighted_max_min_exact_when_weights_differ_by_many_orders():
         "water_fill": lambda p, w, c: water_fill(
             np.array([q + [-1] * (4 - len(q)) for q in p]), np.array(w),
             np.array([c[k] for k in range(len(c))])).tolist(),
+        "water_fill_lists": water_fill_lists,
         "reference": lambda p, w, c: reference_fill(
             _columns(p, len(c)), np.array(w), np.array([c[k] for k in range(len(c))])).tolist(),
     }

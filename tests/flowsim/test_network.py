@@ -302,21 +302,23 @@ def _workload():
     return namespace["workload"]()
 
 
-def test_network_list_and_array_state_give_identical_records(monkeypatch):
-    # The per-flow state in Python lists (up to hundreds of flows) and in numpy arrays (more)
-    # is updated with the same arithmetic in the same order, so which one holds it never
-    # changes a result: records are equal bit for bit.
+def test_network_small_and_array_paths_give_identical_records(monkeypatch):
+    # The plain-Python re-solve (few flows), the compiled fill with the state in lists (tens to
+    # hundreds of flows) and with the state in arrays (more) do the same arithmetic in the same
+    # order, so which one runs never changes a result: records are equal bit for bit.
     import flowsim.network
 
-    def run(lists: int) -> list[str]:
+    def run(small: int, lists: int) -> list[str]:
+        monkeypatch.setattr(flowsim.network, "_SMALL_FLOWS", small)
         monkeypatch.setattr(flowsim.network, "_LIST_FLOWS", lists)
         return [repr(r) for r in _workload()]
 
     default = [repr(r) for r in _workload()]
-    list_state = run(10**9)
-    array_state = run(0)
-    switching = run(6)  # crosses the threshold during the run
-    assert default == list_state == array_state == switching
+    python_only = run(10**9, 10**9)
+    compiled_list_state = run(0, 10**9)
+    compiled_only = run(0, 0)
+    switching = run(3, 6)  # crosses both thresholds during the run
+    assert default == python_only == compiled_list_state == compiled_only == switching
 
 
 def test_network_is_deterministic_within_a_process():
@@ -339,7 +341,8 @@ def test_network_is_deterministic_across_processes():
 def test_network_runs_uncompiled_with_the_same_records():
     # NUMBA_DISABLE_JIT=1 runs the kernels as the plain Python they are written in (to debug
     # or profile them): the same arithmetic in the same order, so the same records, bit for bit.
-    code = _WORKLOAD + "\nprint('\\n'.join(repr(r) for r in workload()))\n"
+    code = ("import flowsim.network\nflowsim.network._SMALL_FLOWS = 0\n" + _WORKLOAD
+            + "\nprint('\\n'.join(repr(r) for r in workload()))\n")
     env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, env=env, timeout=300)
