@@ -153,7 +153,8 @@ def fill_columns(paths: np.ndarray, solve: np.ndarray, alive: np.ndarray, rate: 
                  sat_rtol: float, n_links: int, local_of: np.ndarray, solved: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray]:
     """New rates of the flows in slots ``solve`` (ascending); every other ``alive`` flow keeps
-    its ``rate``.
+    its ``rate``. ``unit``: every running flow has weight 1 (else the solved flows' weights
+    are looked at: all 1 still fills by counts, the same rates).
 
     The residual capacity of each link a solved flow crosses is its capacity less the kept
     flows' rates (summed by path position, then slot). With ``check``, also the real links that
@@ -181,6 +182,12 @@ def fill_columns(paths: np.ndarray, solve: np.ndarray, alive: np.ndarray, rate: 
                 links[m] = lk
                 m += 1
             P[pos, j] = li
+    if not unit:
+        unit = True
+        for j in range(k):
+            if w[j] != 1.0:
+                unit = False
+                break
     load = np.zeros(m)
     n_slots = alive.shape[0]
     for pos in range(width):
@@ -192,7 +199,7 @@ def fill_columns(paths: np.ndarray, solve: np.ndarray, alive: np.ndarray, rate: 
     residual = np.empty(m)
     for i in range(m):
         residual[i] = cap_ext[links[i]] - load[i]
-    before = residual.copy()
+    before = residual.copy() if check else residual[:0]
     rates = water_fill_kernel(P, w, unit, residual)
     count = 0
     full = np.empty(m, dtype=np.int64)

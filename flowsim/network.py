@@ -63,10 +63,9 @@ where a compiled call's fixed cost (and loading numba at all: 0.4 s and 125 MiB 
 would outweigh the work; above, one compiled kernel (:func:`flowsim.kernels.fill_columns`: the
 residual capacities, progressive filling, the closure's check), loaded on the first such
 solve. Both do the same arithmetic in the same order, so the choice never changes a result,
-bit for bit. Per-flow state (bytes
-left, bytes sent, t0) lives in Python lists up to ``_LIST_FLOWS`` running flows and in numpy
-arrays above, where the update after a solve is vectorised (same arithmetic either way, so the
-choice never changes a result, bit for bit).
+bit for bit. Per-flow state (bytes left, bytes sent, t0) lives in Python lists up to
+``_LIST_FLOWS`` running flows and in numpy arrays above, where the update after a solve is
+vectorised (the same arithmetic either way, again).
 
 Precision
 ---------
@@ -991,16 +990,15 @@ class Network:
 
             kernels.warm_up()
             self._fill_kernel = kernels.fill_columns
-        weight = self._weight
-        unit = self._n_weighted == 0 or bool((weight[solve] == 1.0).all())
         size = self._cap_ext.shape[0]
         if self._local_of.shape[0] != size:
             self._local_of = np.full(size, -1, dtype=np.int64)
         if self._solved.shape[0] != self._alive.shape[0]:
             self._solved = np.zeros(self._alive.shape[0], dtype=bool)
-        rates, full = self._fill_kernel(self._paths, solve, self._alive, self._rate, weight, unit,
-                                   self._cap_ext, comp is not None, _SAT_RTOL, self._n_links,
-                                   self._local_of, self._solved)
+        rates, full = self._fill_kernel(
+            self._paths, solve, self._alive, self._rate, self._weight, self._n_weighted == 0,
+            self._cap_ext, comp is not None, _SAT_RTOL, self._n_links, self._local_of,
+            self._solved)
         if comp is None or seen is None or not full.size:
             return rates, []
         links = [lk for lk in full.tolist() if lk not in seen]

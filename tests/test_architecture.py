@@ -41,15 +41,11 @@ def _units(path: Path) -> list[tuple[str, str, int]]:
     return out
 
 
-def test_units_rule_counts_nested_definitions() -> None:
-    source = "class A:\n    def f(self):\n        def g():\n            pass\n        return g\n"
-    path = ROOT / "tests" / "_units_probe.py"
-    try:
-        path.write_text(source)
-        assert _units(path) == [("class", "A", 5), ("function", "A.f", 4),
-                                ("function", "A.f.g", 2)]
-    finally:
-        path.unlink()
+def test_units_rule_counts_nested_definitions(tmp_path: Path) -> None:
+    path = tmp_path / "probe.py"
+    path.write_text("class A:\n    def f(self):\n        def g():\n            pass\n"
+                    "        return g\n")
+    assert _units(path) == [("class", "A", 5), ("function", "A.f", 4), ("function", "A.f.g", 2)]
 
 
 def test_no_class_or_function_of_react_is_too_long() -> None:
@@ -98,14 +94,11 @@ def _private_uses(path: Path) -> list[str]:
     return found
 
 
-def test_private_use_rule() -> None:
-    path = ROOT / "tests" / "_private_probe.py"
-    try:
-        path.write_text("from react.model.pattern import _x, Pattern\n"
-                        "class T:\n    def f(self):\n        return self._ok, obj._bad\n")
-        assert _private_uses(path) == ["line 1: imports react.model.pattern._x", "line 4: ._bad"]
-    finally:
-        path.unlink()
+def test_private_use_rule(tmp_path: Path) -> None:
+    path = tmp_path / "probe.py"
+    path.write_text("from react.model.pattern import _x, Pattern\n"
+                    "class T:\n    def f(self):\n        return self._ok, obj._bad\n")
+    assert _private_uses(path) == ["line 1: imports react.model.pattern._x", "line 4: ._bad"]
 
 
 @pytest.mark.parametrize("folder", ["react", "experiments"])
